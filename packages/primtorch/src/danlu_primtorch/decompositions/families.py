@@ -1,0 +1,5 @@
+"""Import every family file, so that each registers its decompositions."""
+
+from danlu_primtorch.decompositions import (  # noqa: F401
+    pointwise,
+)
