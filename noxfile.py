@@ -43,6 +43,8 @@ def _pkg(name: str, extras: str = "") -> str:
 
 
 def _install_packages(session: nox.Session, names: list[str], with_tests: bool) -> None:
+    if not names:
+        return
     args = []
     for name in names:
         extras = EXTRAS.get(name, "[test]") if with_tests else ""
@@ -104,7 +106,7 @@ def integration(session: nox.Session) -> None:
     _pytest(session, str(ROOT / "integration_tests"))
 
 
-@nox.session(python="3.11")
+@nox.session(venv_backend="none")
 def tests(session: nox.Session) -> None:
     """Every package alone, then all together."""
     for name in TEST_SESSIONS:

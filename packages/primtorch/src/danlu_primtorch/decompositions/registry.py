@@ -38,3 +38,12 @@ def register(*ops: OpOverload, family: str | None = None) -> Callable[[Callable]
         return fn
 
     return wrap
+
+
+#: Ops whose output values are random or unspecified (``empty_like``, dropout, ...): checkers
+#: compare them on shape/dtype/device only and test their distributions separately.
+VALUES_UNSPECIFIED: set[OpOverload] = set()
+
+
+def values_unspecified(*ops: OpOverload) -> None:
+    VALUES_UNSPECIFIED.update(ops)
