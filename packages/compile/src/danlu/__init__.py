@@ -1,3 +1,36 @@
 """danlu.compile(model): one line that makes PyTorch training and inference faster."""
 
 __version__ = "0.1.0.dev0"
+
+from .backends import list_backends, register_backend  # noqa: E402
+from .compile import OptimizedModule, compile  # noqa: E402
+from .config import config  # noqa: E402
+
+
+def explain(fn):
+    """`danlu.explain(fn)(*args)`: graphs, ops per graph, graph breaks with reasons and the
+    user's file:line, guards and capture time, without keeping anything compiled."""
+    import danlu_dynamo
+
+    return danlu_dynamo.explain(fn)
+
+
+def reset() -> None:
+    """Forget every compiled function: caches, guards and counters."""
+    import danlu_dynamo
+
+    danlu_dynamo.reset()
+
+
+if config.logs:
+    config.logs = config.logs  # parse DANLU_LOGS at import so a typo fails loudly
+
+__all__ = [
+    "OptimizedModule",
+    "compile",
+    "config",
+    "explain",
+    "list_backends",
+    "register_backend",
+    "reset",
+]

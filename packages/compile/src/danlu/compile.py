@@ -1,0 +1,100 @@
+"""`danlu.compile`: the one line users type."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .backends import lookup_backend
+
+
+class OptimizedModule(torch.nn.Module):
+    """Behaves like the module it wraps (parameters, state_dict, attributes, train/eval), but
+    calls go through the compiled forward. The original is at `_orig_mod`."""
+
+    def __init__(self, mod: torch.nn.Module, compiled_forward):
+        super().__init__()
+        self._orig_mod = mod
+        self._compiled_forward = compiled_forward
+
+    def forward(self, *args, **kwargs):
+        return self._compiled_forward(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if name == "_orig_mod":
+            return self._modules["_orig_mod"]
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_orig_mod"], name)
+
+    def __setattr__(self, name, value):
+        if name in ("_orig_mod", "_compiled_forward") or "_orig_mod" not in self.__dict__.get(
+            "_modules", {}
+        ):
+            return super().__setattr__(name, value)
+        return setattr(self._orig_mod, name, value)
+
+    def state_dict(self, *args, **kwargs):
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        return self._orig_mod.load_state_dict(*args, **kwargs)
+
+    def train(self, mode: bool = True):
+        self._orig_mod.train(mode)
+        return self
+
+    @property
+    def training(self):
+        return self._modules["_orig_mod"].training if "_modules" in self.__dict__ else True
+
+    @training.setter
+    def training(self, value):
+        # nn.Module.__init__ sets self.training before _orig_mod exists.
+        if "_orig_mod" in self.__dict__.get("_modules", {}):
+            self._orig_mod.training = value
+
+    def __repr__(self):
+        return f"OptimizedModule({self._orig_mod!r})"
+
+
+def compile(
+    model=None,
+    *,
+    backend="inductor",
+    mode=None,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    options: dict | None = None,
+):
+    """Compile a function or `nn.Module`; usable as `danlu.compile(fn)` or `@danlu.compile(...)`.
+
+    backend: "inductor" (default), "aot_eager", "eager", another registered name, or a callable
+    `backend(gm, example_inputs) -> callable`. mode: None, "reduce-overhead", "max-autotune".
+    fullgraph: raise at the first graph break instead of splitting the graph.
+    dynamic: None (automatic), True (symbolic sizes from the start), False (always specialise).
+    options: inductor options (see `danlu_inductor` README).
+    """
+    if model is None:
+        return functools.partial(
+            compile,
+            backend=backend,
+            mode=mode,
+            fullgraph=fullgraph,
+            dynamic=dynamic,
+            options=options,
+        )
+    if not (callable(model) or isinstance(model, torch.nn.Module)):
+        raise TypeError(
+            f"danlu.compile expects a function or nn.Module, got {type(model).__name__}"
+        )
+    compiler = lookup_backend(backend, mode=mode, options=options)
+
+    import danlu_dynamo
+
+    optimize = danlu_dynamo.optimize(compiler, fullgraph=fullgraph, dynamic=dynamic)
+    if isinstance(model, torch.nn.Module):
+        return OptimizedModule(model, optimize(model))
+    return optimize(model)

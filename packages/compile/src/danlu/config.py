@@ -1,0 +1,54 @@
+"""`danlu.config`: the settings a user may change, with their defaults and meaning.
+
+Unknown names are an error that lists the valid ones, so a typo never passes silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field, fields
+
+
+@dataclass
+class Config:
+    # capture
+    recompile_limit: int = 8
+    """Compiled versions kept per function before it runs eagerly (one log line says why)."""
+    suppress_errors: bool = False
+    """If a backend fails to compile a graph, run that graph eagerly and log, instead of raising."""
+    # debugging
+    debug_dir: str | None = field(default_factory=lambda: os.environ.get("DANLU_DEBUG_DIR"))
+    """Directory that receives every artefact of each compile (graphs, guards, loop IR, kernels)."""
+    logs: str = field(default_factory=lambda: os.environ.get("DANLU_LOGS", ""))
+    """Comma-separated log topics; see `danlu.logs.TOPICS`."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name not in {f.name for f in fields(self)}:
+            raise AttributeError(
+                f"danlu.config has no option {name!r}; valid options: {', '.join(self.names())}"
+            )
+        object.__setattr__(self, name, value)
+        if name == "logs":
+            from .logs import configure
+
+            configure(value)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return sorted(f.name for f in fields(cls))
+
+    @contextlib.contextmanager
+    def patch(self, **changes):
+        """Temporarily change options: `with danlu.config.patch(recompile_limit=2): ...`."""
+        old = {name: getattr(self, name) for name in changes}
+        for name, value in changes.items():
+            setattr(self, name, value)
+        try:
+            yield self
+        finally:
+            for name, value in old.items():
+                setattr(self, name, value)
+
+
+config = Config()
