@@ -1,0 +1,253 @@
+"""List of `Instruction`s -> a valid code object.
+
+Steps: resolve table opargs (constants, names, locals) from `argval`; split 3.13 paired-local
+super-instructions whose slots no longer fit in 4 bits; point each jump the right way;
+lay out offsets and jump opargs until the EXTENDED_ARG prefixes stop changing; emit the code
+units (with zeroed CACHE entries); encode the exception and location tables; compute the
+stack size.
+"""
+
+from __future__ import annotations
+
+from types import CodeType
+from typing import Any
+
+from . import opcodes
+from .code_tables import CodeTables
+from .exception_table import RawExceptionEntry, encode_exception_table
+from .instruction import Instruction
+from .line_table import encode_line_table
+from .stack_depth import max_stack_depth
+
+
+class AssemblyError(ValueError):
+    pass
+
+
+def assemble(
+    instructions: list[Instruction],
+    *,
+    template: CodeType,
+    tables: CodeTables | None = None,
+    **code_replace_overrides: Any,
+) -> CodeType:
+    """Build a code object from `instructions`, taking everything else from `template`.
+
+    `tables` holds co_consts/co_names/co_varnames/co_cellvars/co_freevars (default: the
+    template's); entries that the instructions need and that are missing are appended.
+    `code_replace_overrides` go to `CodeType.replace` last (e.g. co_name, co_argcount,
+    co_flags, co_firstlineno, co_qualname). Opargs and opcodes of the given instructions are
+    updated in place; the list itself may gain instructions (split super-instructions).
+    """
+    if tables is None:
+        tables = CodeTables.from_code(template)
+    _resolve_table_args(instructions, tables)
+    _split_oversized_pairs(instructions, tables)
+    _orient_jumps(instructions)
+    offsets = _layout(instructions)
+    code_bytes = _emit(instructions, offsets)
+    first_lineno = code_replace_overrides.get("co_firstlineno", template.co_firstlineno)
+    sizes = [(offsets[i + 1] - offsets[i]) // 2 for i in range(len(instructions))]
+    linetable = encode_line_table(
+        ((ins.positions, size) for ins, size in zip(instructions, sizes)), first_lineno
+    )
+    exceptiontable = encode_exception_table(_exception_ranges(instructions, offsets))
+    stacksize = max_stack_depth(instructions)
+    args: dict[str, Any] = dict(tables.code_replace_args())
+    args.update(
+        co_code=code_bytes,
+        co_linetable=linetable,
+        co_exceptiontable=exceptiontable,
+        co_stacksize=stacksize,
+    )
+    args.update(code_replace_overrides)
+    return template.replace(**args)
+
+
+# -- opargs ------------------------------------------------------------------------------------
+
+
+def _resolve_table_args(instructions: list[Instruction], tables: CodeTables) -> None:
+    for ins in instructions:
+        op = ins.opcode
+        if op in opcodes.JUMP_OPS:
+            if ins.target is None:
+                raise AssemblyError(f"{ins!r} has no target")
+            continue
+        arg = ins.arg
+        if op in opcodes.CONST_OPS:
+            ins.arg = tables.const_index(ins.argval, hint=arg)
+        elif op in opcodes.NAME_OPS:
+            shift = opcodes.NAME_SHIFT.get(op, 0)
+            flags = (arg or 0) & ((1 << shift) - 1)
+            hint = None if arg is None else arg >> shift
+            ins.arg = (tables.name_index(ins.argval, hint=hint) << shift) | flags
+        elif op in opcodes.PAIRED_LOCAL_OPS:
+            first, second = ins.argval
+            ins.arg = (tables.local_index(first) << 4) | tables.local_index(second)
+        elif op in opcodes.LOCAL_OPS:
+            ins.arg = tables.local_index(ins.argval)
+        elif op in opcodes.FREE_OPS:
+            ins.arg = tables.local_index(ins.argval, create=False)
+        elif op in opcodes.COMPARE_OPS and arg is None:
+            ins.arg = opcodes.compare_arg(ins.argval)
+        elif arg is None:
+            if op not in opcodes.HAS_ARG:
+                ins.arg = 0
+            elif isinstance(ins.argval, int):
+                ins.arg = ins.argval
+            else:
+                raise AssemblyError(f"cannot derive the oparg of {ins!r} from its argval")
+
+
+def _split_oversized_pairs(instructions: list[Instruction], tables: CodeTables) -> None:
+    """3.13 LOAD_FAST_LOAD_FAST & co. pack two slots in 4 bits each; split when they don't fit."""
+    if not opcodes.PAIRED_LOCAL_OPS or not any(
+        ins.opcode in opcodes.PAIRED_LOCAL_OPS and ins.arg > 0xFF for ins in instructions
+    ):
+        return
+    replaced: dict[int, Instruction] = {}
+    out: list[Instruction] = []
+    for ins in instructions:
+        if ins.opcode in opcodes.PAIRED_LOCAL_OPS and ins.arg > 0xFF:
+            first_name, second_name = opcodes.PAIRED_LOCAL_PARTS[ins.opname]
+            parts = []
+            for opname, var in zip((first_name, second_name), ins.argval):
+                parts.append(
+                    Instruction(
+                        opname=opname,
+                        opcode=opcodes.OPMAP[opname],
+                        arg=tables.local_index(var),
+                        argval=var,
+                        positions=ins.positions,
+                        exn_entry=ins.exn_entry,
+                    )
+                )
+            replaced[id(ins)] = parts[0]
+            out.extend(parts)
+        else:
+            out.append(ins)
+    for ins in out:
+        if ins.target is not None and id(ins.target) in replaced:
+            ins.target = replaced[id(ins.target)]
+        entry = ins.exn_entry
+        if entry is not None and id(entry.target) in replaced:
+            entry.target = replaced[id(entry.target)]
+    instructions[:] = out
+
+
+def _orient_jumps(instructions: list[Instruction]) -> None:
+    """Relative jumps encode a direction in the opcode; make it match the target's position."""
+    index = {id(ins): i for i, ins in enumerate(instructions)}
+    for i, ins in enumerate(instructions):
+        if ins.opcode not in opcodes.JUMP_OPS or ins.opcode in opcodes.ABSOLUTE_JUMP_OPS:
+            continue
+        if id(ins.target) not in index:
+            raise AssemblyError(f"{ins!r} jumps to an instruction not in the list")
+        backward = index[id(ins.target)] <= i
+        if backward != (ins.opcode in opcodes.BACKWARD_JUMP_OPS):
+            twin = opcodes.JUMP_DIRECTION_TWIN.get(ins.opname)
+            if twin is None:
+                way = "backward" if backward else "forward"
+                raise AssemblyError(f"{ins!r} cannot jump {way} on this Python version")
+            ins.opname, ins.opcode = twin, opcodes.OPMAP[twin]
+
+
+# -- layout ------------------------------------------------------------------------------------
+
+
+def _prefix_units(arg: int) -> int:
+    """How many EXTENDED_ARG prefixes an oparg needs."""
+    if arg < 0:
+        raise AssemblyError(f"negative oparg {arg}")
+    n = 0
+    while arg > 0xFF:
+        arg >>= 8
+        n += 1
+    return n
+
+
+def _layout(instructions: list[Instruction]) -> list[int]:
+    """Byte offset of each instruction's first code unit (EXTENDED_ARGs included), plus the end.
+
+    Jump opargs depend on offsets and offsets on the opargs' sizes, so iterate to a fixed
+    point; sizes only grow, so this terminates.
+    """
+    index = {id(ins): i for i, ins in enumerate(instructions)}
+    prefixes = [0] * len(instructions)
+    for i, ins in enumerate(instructions):
+        if ins.opcode not in opcodes.JUMP_OPS:
+            prefixes[i] = _prefix_units(ins.arg)
+    while True:
+        offsets = [0] * (len(instructions) + 1)
+        pos = 0
+        for i, ins in enumerate(instructions):
+            offsets[i] = pos
+            pos += 2 * (prefixes[i] + 1 + opcodes.cache_entries(ins.opcode))
+        offsets[-1] = pos
+        changed = False
+        for i, ins in enumerate(instructions):
+            op = ins.opcode
+            if op not in opcodes.JUMP_OPS:
+                continue
+            target_offset = offsets[index[id(ins.target)]]
+            if op in opcodes.ABSOLUTE_JUMP_OPS:
+                arg = target_offset // 2
+            else:
+                after = offsets[i] + 2 * (prefixes[i] + 1 + opcodes.cache_entries(op))
+                delta = target_offset - after
+                arg = (-delta if op in opcodes.BACKWARD_JUMP_OPS else delta) // 2
+                if arg < 0:
+                    raise AssemblyError(f"{ins!r} cannot reach its target (oparg {arg})")
+            ins.arg = arg
+            need = _prefix_units(arg)
+            if need > prefixes[i]:
+                prefixes[i] = need
+                changed = True
+        if not changed:
+            return offsets
+
+
+def _emit(instructions: list[Instruction], offsets: list[int]) -> bytes:
+    out = bytearray()
+    ext = opcodes.EXTENDED_ARG
+    for i, ins in enumerate(instructions):
+        arg = ins.arg or 0
+        units = (offsets[i + 1] - offsets[i]) // 2
+        n_prefix = units - 1 - opcodes.cache_entries(ins.opcode)
+        for k in range(n_prefix, 0, -1):
+            out += bytes((ext, (arg >> (8 * k)) & 0xFF))
+        out += bytes((ins.opcode, arg & 0xFF))
+        out += bytes(2 * opcodes.cache_entries(ins.opcode))  # CACHE is opcode 0, oparg 0
+    return bytes(out)
+
+
+def _exception_ranges(
+    instructions: list[Instruction], offsets: list[int]
+) -> list[RawExceptionEntry]:
+    """Consecutive instructions with the same handler form one table entry."""
+    index = {id(ins): i for i, ins in enumerate(instructions)}
+    entries: list[RawExceptionEntry] = []
+    current = None
+    start = 0
+    for i, ins in enumerate(instructions + [None]):
+        entry = ins.exn_entry if ins is not None else None
+        key = entry.handler_key() if entry is not None else None
+        cur_key = current.handler_key() if current is not None else None
+        if key == cur_key:
+            continue
+        if current is not None:
+            if id(current.target) not in index:
+                raise AssemblyError(f"exception handler {current!r} is not in the list")
+            entries.append(
+                RawExceptionEntry(
+                    start,
+                    offsets[i],
+                    offsets[index[id(current.target)]],
+                    current.depth,
+                    current.lasti,
+                )
+            )
+        current = entry
+        start = offsets[i]
+    return entries

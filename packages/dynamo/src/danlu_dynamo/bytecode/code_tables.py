@@ -1,0 +1,116 @@
+"""The tables an oparg indexes: constants, names, and the "fast locals plus" slots.
+
+Since 3.11, locals, cells and free variables share one frame array (`localsplus`): the
+arguments and other locals (`co_varnames`) first, then cells that are not also arguments,
+then free variables. Local and cell/free opargs index that array.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import CodeType
+from typing import Any
+
+# Constants found again by equality (not only identity) when they are of these types;
+# floats and containers are matched by identity only (-0.0 == 0.0, nan != nan, 1 == 1.0).
+_EQUAL_BY_VALUE = (str, bytes, int, type(None), type(Ellipsis))
+
+
+@dataclasses.dataclass
+class CodeTables:
+    consts: list[Any]
+    names: list[str]
+    varnames: list[str]
+    cellvars: list[str]
+    freevars: list[str]
+
+    @classmethod
+    def from_code(cls, code: CodeType) -> CodeTables:
+        return cls(
+            list(code.co_consts),
+            list(code.co_names),
+            list(code.co_varnames),
+            list(code.co_cellvars),
+            list(code.co_freevars),
+        )
+
+    def copy(self) -> CodeTables:
+        return CodeTables(
+            list(self.consts),
+            list(self.names),
+            list(self.varnames),
+            list(self.cellvars),
+            list(self.freevars),
+        )
+
+    # -- constants ---------------------------------------------------------------------------
+    def const_index(self, value: Any, hint: int | None = None) -> int:
+        """Index of `value` in co_consts, appending it if absent."""
+        consts = self.consts
+        if hint is not None and 0 <= hint < len(consts) and consts[hint] is value:
+            return hint
+        for i, c in enumerate(consts):
+            if c is value:
+                return i
+        if type(value) in _EQUAL_BY_VALUE:
+            for i, c in enumerate(consts):
+                if type(c) is type(value) and c == value:
+                    return i
+        consts.append(value)
+        return len(consts) - 1
+
+    # -- names -------------------------------------------------------------------------------
+    def name_index(self, name: str, hint: int | None = None) -> int:
+        names = self.names
+        if hint is not None and 0 <= hint < len(names) and names[hint] == name:
+            return hint
+        try:
+            return names.index(name)
+        except ValueError:
+            names.append(name)
+            return len(names) - 1
+
+    # -- locals, cells, free variables -------------------------------------------------------
+    def localsplus(self) -> list[str]:
+        varnames = set(self.varnames)
+        return (
+            list(self.varnames)
+            + [c for c in self.cellvars if c not in varnames]
+            + list(self.freevars)
+        )
+
+    def _slots(self) -> dict[str, int]:
+        key = (len(self.varnames), len(self.cellvars), len(self.freevars))
+        cached = self.__dict__.get("_slot_cache")
+        if cached is None or cached[0] != key:
+            slots: dict[str, int] = {}
+            for i, name in enumerate(self.localsplus()):
+                slots.setdefault(name, i)
+            cached = (key, slots)
+            self.__dict__["_slot_cache"] = cached
+        return cached[1]
+
+    def local_index(self, name: str, *, create: bool = True) -> int:
+        """Slot of `name`; a new plain local is added to co_varnames if `create`."""
+        slot = self._slots().get(name)
+        if slot is not None:
+            return slot
+        if not create:
+            raise KeyError(f"no local, cell or free variable named {name!r}")
+        if name in self.cellvars or name in self.freevars:
+            raise ValueError(f"{name!r} is a cell/free variable name")
+        self.varnames.append(name)
+        return self._slots()[name]
+
+    def add_local(self, name: str) -> int:
+        return self.local_index(name, create=True)
+
+    def code_replace_args(self) -> dict[str, Any]:
+        return {
+            "co_consts": tuple(self.consts),
+            "co_names": tuple(self.names),
+            "co_varnames": tuple(self.varnames),
+            "co_cellvars": tuple(self.cellvars),
+            "co_freevars": tuple(self.freevars),
+            "co_nlocals": len(self.varnames),
+        }

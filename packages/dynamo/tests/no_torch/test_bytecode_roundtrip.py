@@ -1,0 +1,97 @@
+"""disassemble -> assemble with no edit reproduces stdlib code objects byte for byte."""
+
+from __future__ import annotations
+
+import dis
+
+import pytest
+from bytecode_samples import STDLIB_MODULES, module_code_objects
+
+from danlu_dynamo.bytecode import assemble, disassemble
+from danlu_dynamo.bytecode.exception_table import encode_exception_table, parse_exception_table
+
+
+def _mismatches(code):
+    new = assemble(disassemble(code), template=code)
+    problems = []
+    if new.co_code != code.co_code:
+        problems.append("co_code")
+    if new.co_exceptiontable != code.co_exceptiontable:
+        problems.append("co_exceptiontable")
+    if parse_exception_table(new.co_exceptiontable) != parse_exception_table(
+        code.co_exceptiontable
+    ):
+        problems.append("exception entries")
+    if new.co_linetable != code.co_linetable:
+        problems.append("co_linetable")
+    if list(new.co_positions()) != list(code.co_positions()):
+        problems.append("co_positions")
+    if list(new.co_lines()) != list(code.co_lines()):
+        problems.append("co_lines")
+    if new.co_stacksize != code.co_stacksize:
+        problems.append(f"co_stacksize {new.co_stacksize} != {code.co_stacksize}")
+    if new.co_consts != code.co_consts or new.co_names != code.co_names:
+        problems.append("tables")
+    return problems
+
+
+@pytest.mark.parametrize("module", STDLIB_MODULES)
+def test_stdlib_module_round_trips_exactly(module):
+    codes = module_code_objects(module)
+    assert codes, f"no source code objects for {module}"
+    failures = {}
+    for code in codes:
+        problems = _mismatches(code)
+        if problems:
+            failures[f"{code.co_qualname}:{code.co_firstlineno}"] = problems
+    assert not failures, f"{len(failures)}/{len(codes)} code objects differ: {failures}"
+
+
+def test_sample_is_large():
+    total = sum(len(module_code_objects(m)) for m in STDLIB_MODULES)
+    print(f"stdlib code objects in the round-trip sample: {total}")
+    assert total > 5000
+
+
+def test_exception_table_codec_round_trips():
+    def f(x):
+        try:
+            with open(x) as fh:
+                return fh.read()
+        except OSError as e:
+            return str(e)
+        finally:
+            x = None
+
+    raw = parse_exception_table(f.__code__.co_exceptiontable)
+    assert raw, "expected a non-empty exception table"
+    assert encode_exception_table(raw) == f.__code__.co_exceptiontable
+    # Large values need several 6-bit chunks.
+    big = [type(raw[0])(2, 2 + 2 * 5000, 2 * 70000, 300, True)]
+    assert parse_exception_table(encode_exception_table(big)) == big
+
+
+def test_disassembly_matches_dis_instruction_stream():
+    """Our instruction list is dis's, minus EXTENDED_ARG, with the same opargs and targets."""
+    checked_jumps = 0
+    for code in module_code_objects("argparse") + module_code_objects("json.decoder"):
+        ours = disassemble(code)
+        raw = list(dis.get_instructions(code))
+        theirs = [i for i in raw if i.opname != "EXTENDED_ARG"]
+        assert [(i.opname, i.arg, i.offset) for i in ours] == [
+            (i.opname, i.arg, i.offset) for i in theirs
+        ]
+        # An offset inside an EXTENDED_ARG prefix belongs to the instruction it extends.
+        owner = {}
+        pending = []
+        for i in raw:
+            pending.append(i.offset)
+            if i.opname != "EXTENDED_ARG":
+                owner.update(dict.fromkeys(pending, i.offset))
+                pending = []
+        for mine, ref in zip(ours, theirs):
+            assert (mine.target is not None) == (ref.opcode in dis.hasjrel + dis.hasjabs)
+            if mine.target is not None:
+                assert mine.target.offset == owner[ref.argval]
+                checked_jumps += 1
+    assert checked_jumps > 500
