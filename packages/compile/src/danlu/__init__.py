@@ -5,6 +5,7 @@ __version__ = "0.1.0.dev0"
 from .backends import list_backends, register_backend  # noqa: E402
 from .compile import OptimizedModule, compile  # noqa: E402
 from .config import config  # noqa: E402
+from .stats import CompileStats  # noqa: E402
 
 
 def explain(fn):
@@ -20,12 +21,14 @@ def reset() -> None:
     import danlu_dynamo
 
     danlu_dynamo.reset()
+    CompileStats.current().clear()
 
 
 if config.logs:
     config.logs = config.logs  # parse DANLU_LOGS at import so a typo fails loudly
 
 __all__ = [
+    "CompileStats",
     "OptimizedModule",
     "compile",
     "config",

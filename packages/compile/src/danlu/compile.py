@@ -7,6 +7,7 @@ import functools
 import torch
 
 from .backends import lookup_backend
+from .stats import CompileStats
 
 
 class OptimizedModule(torch.nn.Module):
@@ -90,7 +91,9 @@ def compile(
         raise TypeError(
             f"danlu.compile expects a function or nn.Module, got {type(model).__name__}"
         )
-    compiler = lookup_backend(backend, mode=mode, options=options)
+    compiler = CompileStats.current().wrap_backend(
+        lookup_backend(backend, mode=mode, options=options)
+    )
 
     import danlu_dynamo
 
