@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from danlu.testing import same
+
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 
@@ -54,32 +56,6 @@ class Result:
 def sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize()
-
-
-def same(ref, res, *, cos_threshold=0.99, rtol=1e-3, atol=1e-3) -> bool:
-    """The PT2 accuracy rule, simplified: allclose with tolerance, or, for float tensors with
-    many elements, a cosine similarity above the threshold."""
-    ref_l, res_l = torch.utils._pytree.tree_leaves(ref), torch.utils._pytree.tree_leaves(res)
-    if len(ref_l) != len(res_l):
-        return False
-    for a, b in zip(ref_l, res_l):
-        if not isinstance(a, torch.Tensor):
-            if a != b and not (
-                isinstance(a, float) and math.isclose(a, b, rel_tol=rtol, abs_tol=atol)
-            ):
-                return False
-            continue
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return False
-        a64, b64 = a.detach().double(), b.detach().double()
-        if torch.allclose(a64, b64, rtol=rtol, atol=atol, equal_nan=True):
-            continue
-        if a.is_floating_point() and a.numel() > 1:
-            cos = torch.nn.functional.cosine_similarity(a64.flatten(), b64.flatten(), dim=0)
-            if cos >= cos_threshold:
-                continue
-        return False
-    return True
 
 
 def step_fn(model, inputs, train):
