@@ -4,3 +4,10 @@ __version__ = "0.1.0.dev0"
 
 from danlu_primtorch.canonical import CANONICAL_OPS, is_canonical  # noqa: E402, F401
 from danlu_primtorch.decompositions import decomposition_table  # noqa: E402, F401
+from danlu_primtorch.fake import (  # noqa: E402, F401
+    DataDependentOutputError,
+    FakeTensor,
+    FakeTensorMode,
+    UnsupportedFakeOp,
+)
+from danlu_primtorch.tracing import AtenTracer, format_graph, trace  # noqa: E402, F401
