@@ -1,5 +1,8 @@
 """Import every family file, so that each registers its decompositions."""
 
 from danlu_primtorch.decompositions import (  # noqa: F401
+    activations,
     pointwise,
+    reductions,
+    views,
 )

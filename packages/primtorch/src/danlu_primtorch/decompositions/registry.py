@@ -31,6 +31,11 @@ def register(*ops: OpOverload, family: str | None = None) -> Callable[[Callable]
                 raise TypeError(f"register wants OpOverloads, got {op!r}")
             if op in CANONICAL_OPS:
                 raise ValueError(f"{op} is canonical; it must not be decomposed")
+            if op._schema.is_mutable:
+                raise ValueError(f"{op} mutates its inputs; the table holds functional ops only")
+            if only_composite_implicit(op):
+                # the dispatcher decomposes these before any mode or tracer sees them
+                raise ValueError(f"{op} is CompositeImplicitAutograd; it never reaches us")
             if op in CANONICAL_DECOMPOSITIONS:
                 raise ValueError(f"{op} already has a decomposition")
             CANONICAL_DECOMPOSITIONS[op] = fn
@@ -47,3 +52,12 @@ VALUES_UNSPECIFIED: set[OpOverload] = set()
 
 def values_unspecified(*ops: OpOverload) -> None:
     VALUES_UNSPECIFIED.update(ops)
+
+
+def only_composite_implicit(op: OpOverload) -> bool:
+    """True for ops the dispatcher always decomposes itself (no backend kernel of their own)."""
+    keys = torch._C.DispatchKey
+    return op.has_kernel_for_dispatch_key(keys.CompositeImplicitAutograd) and not any(
+        op.has_kernel_for_dispatch_key(k)
+        for k in (keys.CPU, keys.CUDA, keys.CompositeExplicitAutograd, keys.Meta)
+    )

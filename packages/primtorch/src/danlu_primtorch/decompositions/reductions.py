@@ -1,0 +1,275 @@
+"""Reductions written from the canonical ones (sum, prod, amax/amin, var, arg*, any/all)."""
+
+from __future__ import annotations
+
+import torch
+
+from danlu_primtorch.decompositions._helpers import (
+    numel_of,
+    reduction_dims,
+    to_dtype,
+    where,
+    wrap_dim,
+)
+from danlu_primtorch.decompositions.registry import register
+
+aten = torch.ops.aten
+
+
+def _sum_dtype(x, dtype):
+    if dtype is not None:
+        return dtype
+    # integer and bool sums accumulate in int64, as ATen does
+    return torch.int64 if not (x.dtype.is_floating_point or x.dtype.is_complex) else x.dtype
+
+
+@register(aten.sum.default)
+def sum_default(self, *, dtype=None):
+    return aten.sum.dim_IntList(self, [], False, dtype=_sum_dtype(self, dtype))
+
+
+@register(aten.nansum.default)
+def nansum(self, dim=None, keepdim=False, *, dtype=None):
+    x = where(aten.isnan.default(self), 0, self) if self.dtype.is_floating_point else self
+    return aten.sum.dim_IntList(
+        x, dim if dim is not None else [], keepdim, dtype=_sum_dtype(self, dtype)
+    )
+
+
+@register(aten.prod.default)
+def prod_default(self, *, dtype=None):
+    x = aten.view.default(self, [-1])
+    return aten.prod.dim_int(x, 0, False, dtype=_sum_dtype(self, dtype))
+
+
+@register(aten.mean.default)
+def mean_default(self, *, dtype=None):
+    return mean_dim(self, None, False, dtype=dtype)
+
+
+@register(aten.mean.dim)
+def mean_dim(self, dim, keepdim=False, *, dtype=None):
+    out_dtype = dtype or self.dtype
+    if not (out_dtype.is_floating_point or out_dtype.is_complex):
+        raise RuntimeError(
+            "mean(): could not infer output dtype. Input dtype must be either a floating point or "
+            f"complex dtype. Got: {out_dtype}"
+        )
+    dims = reduction_dims(dim, self.dim())
+    x = to_dtype(self, out_dtype)
+    s = aten.sum.dim_IntList(x, dims, keepdim)
+    return aten.div.Tensor(s, numel_of(self, dims))
+
+
+@register(aten.std.correction)
+def std(self, dim=None, *, correction=None, keepdim=False):
+    return aten.sqrt.default(aten.var.correction(self, dim, correction=correction, keepdim=keepdim))
+
+
+@register(aten.var_mean.correction)
+def var_mean(self, dim=None, *, correction=None, keepdim=False):
+    var = aten.var.correction(self, dim, correction=correction, keepdim=keepdim)
+    return var, _mean_any(self, dim, keepdim)
+
+
+@register(aten.std_mean.correction)
+def std_mean(self, dim=None, *, correction=None, keepdim=False):
+    var = aten.var.correction(self, dim, correction=correction, keepdim=keepdim)
+    return aten.sqrt.default(var), _mean_any(self, dim, keepdim)
+
+
+def _mean_any(x, dim, keepdim):
+    dims = reduction_dims(dim, x.dim())
+    return aten.div.Tensor(aten.sum.dim_IntList(x, dims, keepdim), numel_of(x, dims))
+
+
+@register(aten.any.default)
+def any_default(self):
+    return aten.any.dims(self, None, False)
+
+
+@register(aten.any.dim)
+def any_dim(self, dim, keepdim=False):
+    return aten.any.dims(self, [dim], keepdim)
+
+
+@register(aten.all.default)
+def all_default(self):
+    return aten.all.dims(self, None, False)
+
+
+@register(aten.all.dim)
+def all_dim(self, dim, keepdim=False):
+    return aten.all.dims(self, [dim], keepdim)
+
+
+@register(aten.max.default)
+def max_default(self):
+    if self.numel() == 0:
+        raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0.")
+    return aten.amax.default(self, [], False)
+
+
+@register(aten.min.default)
+def min_default(self):
+    if self.numel() == 0:
+        raise RuntimeError("min(): Expected reduction dim to be specified for input.numel() == 0.")
+    return aten.amin.default(self, [], False)
+
+
+@register(aten.max.dim)
+def max_dim(self, dim, keepdim=False):
+    return aten.amax.default(self, [dim], keepdim), aten.argmax.default(
+        _argable(self), dim, keepdim
+    )
+
+
+def _argable(x):
+    # argmax/argmin refuse bool; uint8 orders the same way
+    return to_dtype(x, torch.uint8) if x.dtype == torch.bool else x
+
+
+@register(aten.min.dim)
+def min_dim(self, dim, keepdim=False):
+    return aten.amin.default(self, [dim], keepdim), aten.argmin.default(
+        _argable(self), dim, keepdim
+    )
+
+
+@register(aten.aminmax.default)
+def aminmax(self, *, dim=None, keepdim=False):
+    dims = [] if dim is None else [dim]
+    if dim is None and keepdim:
+        dims = list(range(self.dim()))
+    return aten.amin.default(self, dims, keepdim), aten.amax.default(self, dims, keepdim)
+
+
+@register(aten.logsumexp.default)
+def logsumexp(self, dim, keepdim=False):
+    x = self if self.dtype.is_floating_point else to_dtype(self, torch.get_default_dtype())
+    dims = reduction_dims(dim, x.dim())
+    if x.numel() == 0:
+        return aten.log.default(aten.sum.dim_IntList(aten.exp.default(x), dims, keepdim))
+    m = aten.amax.default(x, dims, True)
+    m = where(aten.isinf.default(m), 0.0, m)  # all -inf (or +inf) rows: no shift, no NaN
+    s = aten.sum.dim_IntList(aten.exp.default(aten.sub.Tensor(x, m)), dims, keepdim)
+    if not keepdim:
+        m = aten.squeeze.dims(m, dims)
+    return aten.add.Tensor(aten.log.default(s), m)
+
+
+@register(aten.linalg_vector_norm.default)
+def vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
+    x = to_dtype(self, dtype)
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise RuntimeError(
+            f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {x.dtype}"
+        )
+    dims = reduction_dims(dim, x.dim())
+    a = aten.abs.default(x)
+    if ord == float("inf"):
+        return aten.amax.default(a, dims, keepdim)
+    if ord == float("-inf"):
+        return aten.amin.default(a, dims, keepdim)
+    if ord == 0:
+        return aten.sum.dim_IntList(to_dtype(aten.ne.Scalar(a, 0), a.dtype), dims, keepdim)
+    if ord == 1:
+        return aten.sum.dim_IntList(a, dims, keepdim)
+    if ord == 2:
+        return aten.sqrt.default(aten.sum.dim_IntList(aten.mul.Tensor(a, a), dims, keepdim))
+    s = aten.sum.dim_IntList(aten.pow.Tensor_Scalar(a, ord), dims, keepdim)
+    return aten.pow.Tensor_Scalar(s, 1.0 / ord)
+
+
+@register(aten.norm.ScalarOpt_dim, aten.norm.ScalarOpt_dim_dtype)
+def norm_dim(self, p, dim, keepdim=False, *, dtype=None):
+    return vector_norm(self, 2 if p is None else p, dim, keepdim, dtype=dtype)
+
+
+@register(aten.norm.Scalar, aten.norm.ScalarOpt_dtype)
+def norm_all(self, p=2, *, dtype=None):
+    return vector_norm(self, 2 if p is None else p, None, False, dtype=dtype)
+
+
+@register(aten.dist.default)
+def dist(self, other, p=2):
+    return vector_norm(aten.sub.Tensor(self, other), p)
+
+
+@register(aten.count_nonzero.dim_IntList)
+def count_nonzero(self, dim):
+    return aten.sum.dim_IntList(
+        aten.ne.Scalar(self, 0), reduction_dims(dim, self.dim()), False, dtype=torch.int64
+    )
+
+
+@register(aten.count_nonzero.default)
+def count_nonzero_one(self, dim=None):
+    return count_nonzero(self, [] if dim is None else [dim])
+
+
+@register(aten.trace.default)
+def trace(self):
+    return aten.sum.dim_IntList(
+        aten.diagonal.default(self), [], False, dtype=_sum_dtype(self, None)
+    )
+
+
+@register(aten.logcumsumexp.default)
+def logcumsumexp(self, dim):
+    if self.dim() == 0 or self.numel() == 0:
+        return aten.clone.default(self)
+    dim = wrap_dim(dim, self.dim())
+    n = self.shape[dim]
+    # out[i] = logsumexp(x[j] for j <= i), as a masked [.., i, j] logsumexp: exact at any value
+    # range, quadratic in the scanned length (a scan template would be linear)
+    x = aten.unsqueeze.default(_move_last(self, dim), -2)
+    j = aten.arange.start_step(0, n, 1, dtype=torch.int64, device=self.device)
+    causal = aten.le.Tensor(aten.unsqueeze.default(j, 0), aten.unsqueeze.default(j, 1))
+    masked = where(causal, x, float("-inf"))
+    out = logsumexp(masked, [-1], False)
+    return _move_back(out, dim)
+
+
+def _move_last(x, dim):
+    perm = [d for d in range(x.dim()) if d != dim] + [dim]
+    return aten.permute.default(x, perm)
+
+
+def _move_back(x, dim):
+    n = x.dim()
+    perm = list(range(n - 1))
+    perm.insert(dim, n - 1)
+    return aten.permute.default(x, perm)
+
+
+@register(aten.median.default)
+def median(self):
+    flat = aten.view.default(self, [-1])
+    n = flat.shape[0]
+    if n == 0:
+        return aten.full.default([], float("nan"), dtype=self.dtype, device=self.device)
+    s = aten.sort.default(flat)[0]  # NaNs sort last, so a NaN anywhere lands in the max slot
+    mid = aten.select.int(s, 0, (n - 1) // 2)
+    if self.dtype.is_floating_point:
+        return where(aten.isnan.default(aten.select.int(s, 0, n - 1)), float("nan"), mid)
+    return aten.clone.default(mid)
+
+
+@register(aten.nanmedian.default)
+def nanmedian(self):
+    flat = aten.view.default(self, [-1])
+    n = flat.shape[0]
+    if n == 0:
+        return aten.full.default([], float("nan"), dtype=self.dtype, device=self.device)
+    s = aten.sort.default(flat)[0]
+    if not self.dtype.is_floating_point:
+        return aten.clone.default(aten.select.int(s, 0, (n - 1) // 2))
+    # k = (number of non-NaN - 1) // 2, read with a gather (the count is data-dependent)
+    valid = aten.sum.dim_IntList(
+        aten.logical_not.default(aten.isnan.default(flat)), [], False, dtype=torch.int64
+    )
+    k = aten.div.Tensor_mode(
+        aten.sub.Tensor(aten.clamp.default(valid, 1), 1), 2, rounding_mode="floor"
+    )
+    return aten.squeeze.dims(aten.gather.default(s, 0, aten.view.default(k, [1])), [0])
