@@ -1,0 +1,24 @@
+"""The default partitioner: the forward computes what its outputs need; save what backward reads."""
+
+from __future__ import annotations
+
+import torch.fx as fx
+
+from danlu_aotautograd.partition.graph_split import (
+    JointParts,
+    Partition,
+    ancestors,
+    build_partition,
+)
+
+
+def default_partition(joint: fx.GraphModule, *, num_fw_outputs: int) -> Partition:
+    """Forward = everything the forward outputs (and random ops) need. Every forward value
+    the backward reads is saved; backward-only work that needs no tangent runs in backward."""
+    parts = JointParts.of(joint, num_fw_outputs)
+    forward_side = parts.fw_required | set(parts.primals)
+    backward_side = ancestors([g for g in parts.grads if g is not None]) - forward_side
+    saved = [
+        n for n in forward_side if any(u in backward_side for u in n.users) or n in parts.grads
+    ]
+    return build_partition(joint, parts, saved, "default")

@@ -1,0 +1,136 @@
+"""Splitting a joint graph into a forward and a backward graph around a set of saved values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx as fx
+
+from danlu_aotautograd.tracing.shadow_tensor import ShadowTensor
+from danlu_aotautograd.tracing.tracer import is_random
+
+
+def node_bytes(node: fx.Node) -> int:
+    """Bytes of the tensor a node produces (0 for non-tensors)."""
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        return val.numel() * val.element_size()
+    return 0
+
+
+@dataclass
+class JointParts:
+    """The named pieces of a joint graph the partitioners work with."""
+
+    primals: list[fx.Node]
+    tangents: list[fx.Node]
+    fw_outputs: list[fx.Node]
+    grads: list[fx.Node | None]
+    tangent_dependent: set[fx.Node]
+    fw_required: set[fx.Node]  # what the forward outputs need, plus random ops and their inputs
+
+    @classmethod
+    def of(cls, joint: fx.GraphModule, num_fw_outputs: int) -> JointParts:
+        nodes = list(joint.graph.nodes)
+        placeholders = [n for n in nodes if n.op == "placeholder"]
+        primals = [n for n in placeholders if n.name.startswith("primals")]
+        tangents = [n for n in placeholders if n.name.startswith("tangents")]
+        out = next(n for n in reversed(nodes) if n.op == "output").args[0]
+        fw_outputs, grads = list(out[:num_fw_outputs]), list(out[num_fw_outputs:])
+        dependent = set(tangents)
+        for n in nodes:
+            if n.op != "output" and any(a in dependent for a in n.all_input_nodes):
+                dependent.add(n)
+        roots = list(fw_outputs) + [
+            n for n in nodes if n.op == "call_function" and is_random(n.target)
+        ]
+        if any(r in dependent for r in roots):
+            raise RuntimeError("a forward output or random op depends on a tangent")
+        return cls(primals, tangents, fw_outputs, grads, dependent, ancestors(roots))
+
+
+def ancestors(roots, stop=()) -> set[fx.Node]:
+    """``roots`` and everything they read, not looking past ``stop``."""
+    seen: set[fx.Node] = set()
+    stack = [r for r in roots if isinstance(r, fx.Node)]
+    stop = set(stop)
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in stop:
+            continue
+        stack.extend(n.all_input_nodes)
+    return seen
+
+
+def extract_graph(
+    joint: fx.GraphModule, inputs: list[fx.Node], outputs: list, keep=()
+) -> fx.GraphModule:
+    """A new graph computing ``outputs`` from ``inputs``, copying what it needs from ``joint``."""
+    needed = ancestors(list(outputs) + list(keep), stop=inputs)
+    graph = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    for n in inputs:
+        env[n] = graph.placeholder(n.name)
+        env[n].meta = dict(n.meta)
+    for n in joint.graph.nodes:
+        if n in env or n not in needed:
+            continue
+        if n.op == "placeholder":
+            raise RuntimeError(f"partition needs {n.name} but it is not an input of this graph")
+        env[n] = graph.node_copy(n, lambda x: env[x])
+    graph.output(tuple(env[o] if isinstance(o, fx.Node) else o for o in outputs))
+    return fx.GraphModule(joint, graph)
+
+
+@dataclass
+class Partition:
+    """A forward graph, a backward graph and what flows between them.
+
+    forward: primals -> forward outputs + saved values. backward: saved values + tangents ->
+    one gradient per input that requires grad (``None`` for no gradient).
+    """
+
+    forward: fx.GraphModule
+    backward: fx.GraphModule
+    saved: list[str]
+    saved_bytes: int
+    saved_input_bytes: int  # of which: inputs (already alive outside, so no extra memory)
+    method: str
+    details: dict = field(default_factory=dict)
+
+    def report(self) -> str:
+        lines = [
+            f"partition ({self.method}): {len(self.saved)} values saved for backward, "
+            f"{self.saved_bytes} bytes ({self.saved_bytes - self.saved_input_bytes} bytes "
+            f"not counting inputs)"
+        ]
+        for name in self.saved:
+            node = next(n for n in self.forward.graph.nodes if n.name == name)
+            val = node.meta.get("val")
+            shape = tuple(val.shape) if isinstance(val, ShadowTensor) else "?"
+            lines.append(f"  {name}: {shape} {getattr(val, 'dtype', '')} {node_bytes(node)} B")
+        return "\n".join(lines)
+
+
+def build_partition(
+    joint: fx.GraphModule, parts: JointParts, saved: list[fx.Node], method: str, **details
+) -> Partition:
+    order = {n: i for i, n in enumerate(joint.graph.nodes)}
+    saved = sorted(set(saved), key=order.__getitem__)
+    randoms = [n for n in joint.graph.nodes if n.op == "call_function" and is_random(n.target)]
+    forward = extract_graph(joint, parts.primals, parts.fw_outputs + saved, keep=randoms)
+    backward = extract_graph(joint, saved + parts.tangents, parts.grads)
+    primal_set = set(parts.primals)
+    return Partition(
+        forward=forward,
+        backward=backward,
+        saved=[n.name for n in saved],
+        saved_bytes=sum(node_bytes(n) for n in saved),
+        saved_input_bytes=sum(node_bytes(n) for n in saved if n in primal_set),
+        method=method,
+        details=details,
+    )

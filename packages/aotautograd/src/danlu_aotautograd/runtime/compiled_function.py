@@ -1,0 +1,112 @@
+"""Running compiled forward/backward graphs with eager autograd semantics.
+
+``CompiledProgram`` is what one trace + partition + compile produced. Calling it:
+
+1. training (joint): an ``autograd.Function`` runs the compiled forward, keeps the values the
+   partition chose to save, and runs the compiled backward when autograd asks;
+   inference: the compiled forward-only graph runs, nothing is saved;
+2. new values of inputs the program wrote to are copied into the caller's tensors;
+3. user outputs are rebuilt: graph outputs, inputs, constants, and views of them replayed
+   outside the Function, so aliasing (and gradient flow through it) matches eager.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch.utils._pytree import tree_unflatten
+
+from danlu_aotautograd.joint import TracedProgram
+from danlu_aotautograd.partition.graph_split import Partition
+
+
+@dataclass
+class CompiledProgram:
+    program: TracedProgram
+    forward: Callable  # compiled forward (training) or inference graph
+    backward: Callable | None
+    partition: Partition | None
+    forward_graph: fx.GraphModule
+    timings: dict = field(default_factory=dict)
+
+    def __call__(self, flat_args: list) -> Any:
+        prog = self.program
+        tensors = [a for a in flat_args if isinstance(a, torch.Tensor)]
+        if prog.joint:
+            fw_outs = _CompiledFunction.apply(self, *tensors)
+        else:
+            with torch.no_grad():
+                fw_outs = _as_list(self.forward(*tensors))
+        roots = fw_outs[: prog.num_roots]
+        if prog.written_inputs:
+            with torch.no_grad():
+                for i, new in zip(prog.written_inputs, fw_outs[prog.num_roots :]):
+                    tensors[i].copy_(new)
+        flat_out = []
+        for slot in prog.slots:
+            if slot.kind == "root":
+                value = roots[slot.index]
+            elif slot.kind == "input":
+                value = tensors[slot.index]
+            else:
+                value = slot.value
+            for step in slot.chain:
+                value = step.apply(value)
+            flat_out.append(value)
+        return tree_unflatten(flat_out, prog.out_spec)
+
+
+def _as_list(out) -> list:
+    if isinstance(out, (list, tuple)):
+        return list(out)
+    return [out]
+
+
+class _CompiledFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, compiled: CompiledProgram, *args):
+        prog = compiled.program
+        outs = _as_list(compiled.forward(*args))
+        n = prog.num_fw_outputs
+        fw_outs, saved = outs[:n], outs[n:]
+        if prog.written_inputs:
+            # the caller's tensor changes after this call; backward must see the old value
+            written = {args[i].untyped_storage().data_ptr() for i in prog.written_inputs}
+            saved = [
+                s.clone()
+                if isinstance(s, torch.Tensor) and s.untyped_storage().data_ptr() in written
+                else s
+                for s in saved
+            ]
+        ctx.save_for_backward(*saved)
+        ctx.compiled = compiled
+        ctx.mark_non_differentiable(
+            *[o for o, d in zip(fw_outs, prog.fw_differentiable) if not d and torch.is_tensor(o)]
+        )
+        return tuple(fw_outs)
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        if torch.is_grad_enabled():
+            raise RuntimeError(
+                "danlu_aotautograd: double backward (create_graph=True through a compiled "
+                "function) is not supported"
+            )
+        compiled = ctx.compiled
+        prog = compiled.program
+        tangents = [
+            g.contiguous() if g is not None else None
+            for g, d in zip(grad_outputs, prog.fw_differentiable)
+            if d
+        ]
+        grads = _as_list(compiled.backward(*ctx.saved_tensors, *tangents))
+        result: list = [None] * prog.num_inputs
+        it = iter(grads)
+        for i, rg in enumerate(prog.input_requires_grad):
+            if rg:
+                result[i] = next(it)
+        return (None, *result)

@@ -1,0 +1,350 @@
+"""The ATen-level tracer: records every op that reaches the dispatcher into an FX graph.
+
+Tracing runs the program on ShadowTensors (metadata only) under a ``__torch_dispatch__`` mode,
+so autograd runs above us exactly as in eager and its backward ops are recorded too. The
+recorded graph is functional:
+
+- an op that writes to an argument (``add_``, ``copy_``, ``out=`` ops, BatchNorm's running
+  statistics) is recorded as its out-of-place twin, and the written tensor is rebound to the
+  new node;
+- a write through a view is scattered back into the view's alias root (``slice_scatter``,
+  ``select_scatter``, ...), and other views of that root are regenerated from the new root
+  value before their next use;
+- writes to traced inputs are left for the runtime to apply (``Tracer.written_inputs``).
+
+Decompositions (a dict ``OpOverload -> fn``) are applied as ops arrive.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves, tree_map
+
+from danlu_aotautograd.errors import AotNotSupported
+from danlu_aotautograd.tracing.functional_ops import (
+    ViewStep,
+    functional_variant,
+    inverse_step,
+    mutated_args,
+    view_source,
+)
+from danlu_aotautograd.tracing.shadow_tensor import ShadowTensor, fake_of, meta_like
+
+aten = torch.ops.aten
+
+_DATA_DEPENDENT = {
+    aten._local_scalar_dense.default,
+    aten.item.default,
+    aten.nonzero.default,
+    aten.is_nonzero.default,
+    aten.equal.default,
+    aten.allclose.default,
+}
+
+
+class _TraceMode(TorchDispatchMode):
+    """Routes every op (also factories with no tensor argument) to the tracer."""
+
+    def __init__(self, tracer: Tracer):
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.tracer.dispatch(func, args, kwargs or {})
+
+
+_IDENTITY_VIEWS = {aten.detach.default, aten.alias.default}
+
+
+def _bind(func, args, kwargs, defaults: bool = False) -> dict[str, Any]:
+    bound = {}
+    for i, a in enumerate(func._schema.arguments):
+        if i < len(args) and not a.kwarg_only:
+            bound[a.name] = args[i]
+        elif a.name in kwargs:
+            bound[a.name] = kwargs[a.name]
+        elif defaults and a.has_default_value():
+            bound[a.name] = a.default_value
+    return bound
+
+
+def _call_args(op, bound: dict[str, Any]) -> tuple[tuple, dict]:
+    """Positional and keyword arguments for ``op`` taken by name from ``bound``."""
+    args, kwargs = [], {}
+    for a in op._schema.arguments:
+        if a.name not in bound:
+            continue
+        if a.kwarg_only:
+            kwargs[a.name] = bound[a.name]
+        else:
+            args.append(bound[a.name])
+    return tuple(args), kwargs
+
+
+def is_random(func) -> bool:
+    return (
+        isinstance(func, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in func.tags
+    )
+
+
+class Tracer:
+    def __init__(self, decompositions: dict | None = None):
+        self.graph = fx.Graph()
+        self.decompositions = dict(decompositions or {})
+        self.constants: dict[str, torch.Tensor] = {}
+        self._constant_shadows: dict[int, ShadowTensor] = {}
+        self.inputs: list[ShadowTensor] = []
+        self.mode = _TraceMode(self)
+        self._stamp = 0
+
+    # ---- values ---------------------------------------------------------------------------
+
+    def placeholder(
+        self, name: str, example: torch.Tensor, requires_grad: bool, device=None, is_input=True
+    ) -> ShadowTensor:
+        if device is None:
+            device = example.fake_device if isinstance(example, ShadowTensor) else example.device
+        elem = meta_like(example)
+        t = ShadowTensor(elem, device, requires_grad=requires_grad, tracer=self)
+        t.node = self.graph.placeholder(name)
+        t.node.meta["val"] = ShadowTensor(elem, device)
+        if is_input:
+            t.input_index = len(self.inputs)
+            self.inputs.append(t)
+        return t
+
+    def _constant(self, t: torch.Tensor) -> ShadowTensor:
+        if t.requires_grad:
+            raise AotNotSupported(
+                "the program reads a tensor that requires grad but is not an input "
+                f"(shape {tuple(t.shape)}); pass it as an argument or use aot_module"
+            )
+        shadow = self._constant_shadows.get(id(t))
+        if shadow is None:
+            name = f"_tensor_constant{len(self.constants)}"
+            self.constants[name] = t
+            shadow = ShadowTensor(meta_like(t), t.device, tracer=self)
+            shadow.node = self.graph.get_attr(name)
+            shadow.node.meta["val"] = fake_of(t)
+            shadow.is_constant = True
+            shadow.constant_value = t
+            self._constant_shadows[id(t)] = shadow
+        return shadow
+
+    def node_of(self, t) -> fx.Node:
+        """The node holding ``t``'s current value (regenerating a view of a written root)."""
+        if not isinstance(t, ShadowTensor) or t.tracer is not self:
+            if isinstance(t, ShadowTensor):
+                raise AotNotSupported("a fake tensor from another trace reached this trace")
+            t = self._constant(t)
+        root = t.root
+        if t is not root and t.stamp != root.stamp:
+            node = root.node
+            for step in t.chain:
+                node = self._apply_step(step, node)
+            t.node = node
+            t.stamp = root.stamp
+        return t.node
+
+    def _as_arg(self, x):
+        if isinstance(x, torch.Tensor):
+            return self.node_of(x)
+        return x
+
+    # ---- recording ------------------------------------------------------------------------
+
+    def emit(self, func, args, kwargs=None) -> fx.Node:
+        """Record ``func(*args, **kwargs)`` (args hold nodes) and compute its fake value."""
+        kwargs = kwargs or {}
+
+        def meta_of(x):
+            if isinstance(x, fx.Node):
+                return x.meta["val"].elem
+            if isinstance(x, torch.device):
+                return torch.device("meta")
+            return x
+
+        device = kwargs.get("device")
+        if device is None:
+            for a in tree_leaves((args, kwargs)):
+                if isinstance(a, fx.Node) and isinstance(a.meta.get("val"), ShadowTensor):
+                    device = a.meta["val"].fake_device
+                    break
+        device = torch.device(device if device is not None else "cpu")
+        out = func(*tree_map(meta_of, args), **tree_map(meta_of, kwargs))
+        node = self.graph.call_function(func, tuple(args), dict(kwargs))
+        node.meta["val"] = tree_map(
+            lambda o: ShadowTensor(o, device) if isinstance(o, torch.Tensor) else o, out
+        )
+        return node
+
+    def _items(self, node: fx.Node) -> list[fx.Node | None]:
+        val = node.meta["val"]
+        if not isinstance(val, (list, tuple)):
+            return [node]
+        items = []
+        for i, v in enumerate(val):
+            if v is None:
+                items.append(None)
+                continue
+            item = self.graph.call_function(operator.getitem, (node, i))
+            item.meta["val"] = v
+            items.append(item)
+        return items
+
+    def _apply_step(self, step: ViewStep, node: fx.Node) -> fx.Node:
+        if step.func in _IDENTITY_VIEWS:
+            return node
+        out = self.emit(step.func, (node, *step.args), step.kwargs)
+        return out if step.index is None else self._items(out)[step.index]
+
+    def _wrap(self, node: fx.Node) -> ShadowTensor:
+        val = node.meta["val"]
+        t = ShadowTensor(val.elem, val.fake_device, tracer=self)
+        t.node = node
+        return t
+
+    # ---- dispatch -------------------------------------------------------------------------
+
+    def dispatch(self, func, args, kwargs):
+        if func in _DATA_DEPENDENT:
+            raise AotNotSupported(
+                f"{func} needs tensor data while tracing (data-dependent control flow or "
+                "shape); tracing sees metadata only"
+            )
+        decomp = self.decompositions.get(func)
+        if decomp is not None:
+            with self.mode:
+                out = decomp(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        if func is aten.lift_fresh.default:
+            fresh = self._wrap(self.node_of(args[0]))  # a new tensor the program owns
+            return fresh
+        if func in _IDENTITY_VIEWS:
+            # detach/alias: same value, so no node; alias facts still recorded for writes.
+            base = args[0]
+            if not isinstance(base, ShadowTensor) or base.tracer is not self:
+                base = self._constant(base)
+            t = self._wrap(self.node_of(base))
+            t.root, t.stamp = base.root, base.root.stamp
+            t.chain = base.chain + (ViewStep(func, (), {}, None),)
+            return t
+        if func is aten.resize_.default and list(args[0].shape) == list(args[1]):
+            return args[0]
+        if mutated_args(func):
+            return self._functionalize(func, args, kwargs)
+        node = self.emit(func, tree_map(self._as_arg, args), tree_map(self._as_arg, kwargs))
+        val = node.meta["val"]
+        if not any(isinstance(v, torch.Tensor) for v in tree_leaves(val)):
+            self.graph.erase_node(node)
+            return tree_map(lambda v: v.elem if isinstance(v, ShadowTensor) else v, val)
+        bound = _bind(func, args, kwargs)
+        items = self._items(node)
+        results = []
+        for i, item in enumerate(items):
+            if item is None:
+                results.append(None)
+                continue
+            t = self._wrap(item)
+            src_name = view_source(func, i)
+            if src_name is not None:
+                base = bound[src_name]
+                if not isinstance(base, ShadowTensor) or base.tracer is not self:
+                    base = self._constant(base)
+                index = i if isinstance(val, (list, tuple)) else None
+                t.root = base.root
+                t.chain = base.chain + (ViewStep(func, tuple(args[1:]), dict(kwargs), index),)
+                t.stamp = base.root.stamp
+            results.append(t)
+        if isinstance(val, (list, tuple)):
+            return type(val)(results) if isinstance(val, tuple) else results
+        return results[0]
+
+    def _functionalize(self, func, args, kwargs):
+        op, kind = functional_variant(func)
+        bound = _bind(func, args, kwargs)
+        written_names = mutated_args(func)
+        targets: list = []
+        for name in written_names:
+            v = bound.get(name)
+            if v is None:
+                continue
+            targets.extend(v if isinstance(v, (list, tuple)) else [v])
+        full = _bind(func, args, kwargs, defaults=True)
+        if func is aten.bernoulli_.float:
+            full.setdefault("p", 0.5)
+        if kind == "out":
+            full = {k: v for k, v in full.items() if k not in written_names}
+        op_args, op_kwargs = _call_args(op, full)
+        node = self.emit(op, tree_map(self._as_arg, op_args), tree_map(self._as_arg, op_kwargs))
+        items = self._items(node)
+        n_ret = len(func._schema.returns)
+        if kind == "extra":
+            regular, new_values = items[:n_ret], items[n_ret:]
+        else:
+            regular, new_values = [], items
+        if len(new_values) != len(targets):
+            raise AotNotSupported(f"cannot functionalize {func}: result count mismatch")
+        for t, new in zip(targets, new_values):
+            self.write(t, new)
+        rets = []
+        for j, r in enumerate(func._schema.returns):
+            info = r.alias_info
+            if info is not None and info.is_write:
+                src = next(
+                    a.name
+                    for a in func._schema.arguments
+                    if a.alias_info and a.alias_info.before_set & info.before_set
+                )
+                rets.append(bound[src])
+            elif kind == "extra":
+                rets.append(None if regular[j] is None else self._wrap(regular[j]))
+            else:
+                raise AotNotSupported(f"cannot functionalize {func}: unexpected result")
+        if not rets:
+            return None
+        return rets[0] if len(rets) == 1 else tuple(rets)
+
+    def write(self, t, new: fx.Node) -> None:
+        """Record that ``t`` now holds ``new`` (and so does the matching part of its root)."""
+        if not isinstance(t, ShadowTensor) or t.tracer is not self:
+            raise AotNotSupported("the program writes to a tensor that is not an input")
+        root = t.root
+        if root.is_constant:
+            raise AotNotSupported(
+                "the program writes to a tensor captured from outside (not an input); "
+                "pass it as an argument or register it as a buffer and use aot_module"
+            )
+        new_val = new.meta["val"]
+        if list(new_val.shape) != list(t.shape):
+            raise AotNotSupported(f"write changes shape {tuple(t.shape)} -> {tuple(new_val.shape)}")
+        if new_val.dtype != t.dtype:
+            new = self.emit(aten._to_copy.default, (new,), {"dtype": t.dtype})
+        if t is not root:
+            bases = [root.node]
+            for step in t.chain[:-1]:
+                bases.append(self._apply_step(step, bases[-1]))
+            value = new
+            for step, base in reversed(list(zip(t.chain, bases))):
+                kind, op, extra = inverse_step(step, base.meta["val"].elem)
+                if kind == "scatter":
+                    value = self.emit(op, (base, value, *extra))
+                elif kind == "unary":
+                    value = self.emit(op, (value, *extra))
+            root.node = value
+        self._stamp += 1
+        root.stamp = self._stamp
+        t.node = new
+        t.stamp = root.stamp
+
+    def graph_module(self) -> fx.GraphModule:
+        root = torch.nn.Module()
+        for name, value in self.constants.items():
+            root.register_buffer(name, value, persistent=False)
+        return fx.GraphModule(root, self.graph)

@@ -1,0 +1,68 @@
+"""Shared checks: run a function eagerly and compiled on copies of the same inputs and compare
+outputs, gradients and input writes."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+import danlu_aotautograd as da
+
+
+def clone_inputs(args):
+    def c(x):
+        if isinstance(x, torch.Tensor):
+            y = x.detach().clone()
+            if x.stride() != y.stride():  # keep non-contiguous layouts as they are
+                y = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype).copy_(x.detach())
+            return y.requires_grad_(x.requires_grad)
+        return x
+
+    return tree_map(c, args)
+
+
+def loss_of(out):
+    flat, _ = tree_flatten(out)
+    total = 0
+    for o in flat:
+        if isinstance(o, torch.Tensor) and o.requires_grad:
+            total = total + (o * torch.randn_like(o).abs()).sum()
+    return total
+
+
+def check(fn, args, partition_fn=da.min_cut_partition, atol=1e-5, rtol=1e-5, **options):
+    """Outputs, gradients and written inputs of aot_function(fn) equal eager ones."""
+    eager_args = clone_inputs(args)
+    aot_args = clone_inputs(args)
+    compiled = da.aot_function(fn, da.run_graph, partition_fn=partition_fn, **options)
+    seed = torch.randint(0, 2**31, ()).item()
+    torch.manual_seed(seed)
+    expected = fn(*eager_args)
+    torch.manual_seed(seed)
+    actual = compiled(*aot_args)
+    exp_flat, exp_spec = tree_flatten(expected)
+    act_flat, act_spec = tree_flatten(actual)
+    assert exp_spec == act_spec
+    for e, a in zip(exp_flat, act_flat):
+        if isinstance(e, torch.Tensor):
+            assert a.shape == e.shape and a.dtype == e.dtype
+            assert a.requires_grad == e.requires_grad
+            torch.testing.assert_close(a, e, atol=atol, rtol=rtol)
+        else:
+            assert a == e
+    torch.manual_seed(seed + 1)
+    le = loss_of(expected)
+    torch.manual_seed(seed + 1)
+    la = loss_of(actual)
+    if isinstance(le, torch.Tensor):
+        le.backward()
+        la.backward()
+    for e, a in zip(tree_flatten(eager_args)[0], tree_flatten(aot_args)[0]):
+        if isinstance(e, torch.Tensor):
+            torch.testing.assert_close(a, e, atol=atol, rtol=rtol)  # writes to inputs
+            if e.requires_grad:
+                if e.grad is None:
+                    assert a.grad is None
+                else:
+                    torch.testing.assert_close(a.grad, e.grad, atol=atol, rtol=rtol)
+    return compiled, actual, expected
