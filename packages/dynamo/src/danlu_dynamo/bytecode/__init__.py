@@ -3,14 +3,21 @@
 Pure Python, no torch, CPython 3.11-3.13. See packages/dynamo/README.md, "Bytecode layer".
 """
 
+from . import builders
 from .assembler import AssemblyError, assemble
+from .builders import create_instruction
+from .code_builder import function_prologue, make_code, make_function
 from .code_tables import CodeTables
 from .disassembler import disassemble
 from .instruction import NO_POSITIONS, ExceptionTableEntry, Instruction, Positions
+from .opcodes import PY_VERSION
+from .printing import format_instructions
+from .resume import make_resume_code, resume_closure_names
 from .stack_depth import StackDepthError, max_stack_depth
 
 __all__ = [
     "NO_POSITIONS",
+    "PY_VERSION",
     "AssemblyError",
     "CodeTables",
     "ExceptionTableEntry",
@@ -18,6 +25,14 @@ __all__ = [
     "Positions",
     "StackDepthError",
     "assemble",
+    "builders",
+    "create_instruction",
     "disassemble",
+    "format_instructions",
+    "function_prologue",
+    "make_code",
+    "make_function",
+    "make_resume_code",
     "max_stack_depth",
+    "resume_closure_names",
 ]

@@ -43,6 +43,7 @@ def assemble(
         tables = CodeTables.from_code(template)
     _resolve_table_args(instructions, tables)
     _split_oversized_pairs(instructions, tables)
+    _check_required_successors(instructions)
     _orient_jumps(instructions)
     offsets = _layout(instructions)
     code_bytes = _emit(instructions, offsets)
@@ -134,6 +135,18 @@ def _split_oversized_pairs(instructions: list[Instruction], tables: CodeTables) 
         if entry is not None and id(entry.target) in replaced:
             entry.target = replaced[id(entry.target)]
     instructions[:] = out
+
+
+def _check_required_successors(instructions: list[Instruction]) -> None:
+    required = opcodes.REQUIRED_SUCCESSOR
+    for ins, nxt in zip(instructions, instructions[1:] + [None]):
+        want = required.get(ins.opname)
+        if want is not None and (nxt is None or nxt.opname != want):
+            got = nxt.opname if nxt is not None else "the end of the code"
+            raise AssemblyError(
+                f"{ins!r} must be followed directly by {want}, not {got} "
+                "(the interpreter reads or skips the next instruction)"
+            )
 
 
 def _orient_jumps(instructions: list[Instruction]) -> None:

@@ -154,3 +154,37 @@ def is_jump(op: int) -> bool:
 
 def cache_entries(op: int) -> int:
     return CACHE_ENTRIES.get(op, 0)
+
+
+def _fused_with_next() -> frozenset[str]:
+    """Instructions whose successor must stay right after them: the interpreter reads or
+    skips the next code unit (specialized PRECALL skips CALL; 3.11 COMPARE_OP*_JUMP reads the
+    branch; a resumed generator inspects the RESUME after YIELD_VALUE; 3.13 FOR_ITER skips
+    END_FOR *and* the POP_TOP after it; KW_NAMES feeds the next call)."""
+    names = {"YIELD_VALUE", "RETURN_GENERATOR", "KW_NAMES"}
+    if PY_VERSION == (3, 11):
+        names |= {"PRECALL", "COMPARE_OP"}
+    if PY_VERSION >= (3, 13):
+        names |= {"END_FOR"}
+    return frozenset(n for n in names if n in OPMAP)
+
+
+# Never insert code between one of these and the instruction after it.
+FUSED_WITH_NEXT: frozenset[str] = _fused_with_next()
+
+
+def _required_successors() -> dict[str, str]:
+    """Pairs the interpreter relies on; breaking them crashes it (checked by the assembler).
+    3.11 specialized PRECALL skips the CALL after it; 3.13 FOR_ITER, when exhausted, skips the
+    END_FOR at its target and the POP_TOP after that; generators resume at a RESUME."""
+    pairs = {"YIELD_VALUE": "RESUME"}
+    if PY_VERSION == (3, 11):
+        pairs.update(PRECALL="CALL", KW_NAMES="PRECALL")
+    elif PY_VERSION == (3, 12):
+        pairs.update(KW_NAMES="CALL")
+    else:
+        pairs.update(END_FOR="POP_TOP")
+    return pairs
+
+
+REQUIRED_SUCCESSOR: dict[str, str] = _required_successors()

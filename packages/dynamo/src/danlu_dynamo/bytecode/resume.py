@@ -1,0 +1,154 @@
+"""Resume functions: a new function that continues an original code object at an instruction.
+
+After a graph break, the emitted code calls a resume function with the values on the stack at
+the break and the live locals. The resume function's code is derived from the *original* code
+object: a prologue, optional caller-provided prefix instructions, instructions that rebuild the
+value stack, then a jump to the original instruction; the original body follows unchanged.
+
+Cells of the original function (its cellvars) and its free variables become free variables of
+the resume function, in `resume_closure_names(original)` order: the caller passes the original
+frame's cell objects as the new function's closure.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from types import CodeType
+
+from . import opcodes
+from .assembler import assemble
+from .builders import create_instruction, jump_to, load_local, push_null
+from .code_builder import function_prologue
+from .code_tables import CodeTables
+from .disassembler import disassemble
+from .instruction import Instruction
+
+_UNSUPPORTED_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_PROLOGUE_OPS = {"MAKE_CELL", "COPY_FREE_VARS", "RETURN_GENERATOR", "POP_TOP"}
+
+StackItem = str | None | Sequence[Instruction]
+
+
+def resume_closure_names(original: CodeType) -> tuple[str, ...]:
+    """The free variables of every resume function of `original`, in closure order."""
+    return tuple(original.co_cellvars) + tuple(original.co_freevars)
+
+
+def make_resume_code(
+    original: CodeType,
+    offset: int,
+    *,
+    stack: Sequence[StackItem] = (),
+    live_locals: Sequence[str] = (),
+    prefix: Sequence[Instruction] = (),
+    name: str | None = None,
+) -> CodeType:
+    """Code that runs `original` from the instruction at byte `offset`.
+
+    Arguments, in order: one per string in `stack`, then `live_locals`. `stack` lists the
+    value stack at `offset`, bottom first: a string is an argument of that name, None is a
+    NULL slot (e.g. below a callable on 3.11/3.12), and a list of instructions pushes one value
+    computed in the resume function. `prefix` runs first (after the prologue).
+    Locals of `original` not passed in start unbound: their loads are made checked.
+    """
+    if original.co_flags & _UNSUPPORTED_FLAGS:
+        raise ValueError(
+            f"resume functions for generators/coroutines are not supported: {original}"
+        )
+    cells = set(original.co_cellvars) | set(original.co_freevars)
+    stack_args = [s for s in stack if isinstance(s, str)]
+    argnames = stack_args + list(live_locals)
+    if len(set(argnames)) != len(argnames):
+        raise ValueError(f"duplicate argument names {argnames}")
+    for n in live_locals:
+        if n in cells:
+            raise ValueError(f"{n!r} is a cell/free variable: it travels in the closure")
+        if n not in original.co_varnames:
+            raise ValueError(f"{n!r} is not a local of {original.co_name}")
+
+    body = disassemble(original)
+    target = next((ins for ins in body if ins.offset == offset), None)
+    if target is None:
+        raise ValueError(f"no instruction at offset {offset} in {original.co_name}")
+    body = _drop_prologue(body)
+    if not any(ins is target for ins in body):
+        raise ValueError(f"offset {offset} is inside the prologue of {original.co_name}")
+    _check_unbound_loads(body, set(argnames))
+
+    freevars = resume_closure_names(original)
+    entry: list[Instruction] = function_prologue((), freevars)
+    entry += list(prefix)
+    for item in stack:
+        if item is None:
+            entry += push_null()
+        elif isinstance(item, str):
+            entry += load_local(item)
+        else:
+            entry += list(item)
+    entry += jump_to(target)
+
+    varnames = argnames + [v for v in original.co_varnames if v not in argnames and v not in cells]
+    tables = CodeTables(
+        consts=list(original.co_consts),
+        names=list(original.co_names),
+        varnames=varnames,
+        cellvars=[],
+        freevars=list(freevars),
+    )
+    name = name or f"__resume_at_{offset}"
+    flags = original.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    if freevars:
+        flags |= inspect.CO_NESTED
+    return assemble(
+        entry + body,
+        template=original,
+        tables=tables,
+        co_name=name,
+        co_qualname=name,
+        co_argcount=len(argnames),
+        co_posonlyargcount=0,
+        co_kwonlyargcount=0,
+        co_flags=flags,
+    )
+
+
+def _drop_prologue(body: list[Instruction]) -> list[Instruction]:
+    """Remove what precedes the first RESUME (cell creation, closure copy) and that RESUME."""
+    for i, ins in enumerate(body):
+        if ins.opname == "RESUME":
+            head = body[: i + 1]
+            if any(h.opname not in _PROLOGUE_OPS | {"RESUME"} for h in head):
+                return body
+            return body[i + 1 :]
+    return body
+
+
+def _check_unbound_loads(body: list[Instruction], bound: set[str]) -> None:
+    """3.12+ LOAD_FAST trusts that the local is bound; locals we don't pass in may not be."""
+    if "LOAD_FAST_CHECK" not in opcodes.OPMAP:
+        return  # 3.11's LOAD_FAST always checks
+    checked = opcodes.OPMAP["LOAD_FAST_CHECK"]
+    out: list[Instruction] = []
+    replaced: dict[int, Instruction] = {}
+    for ins in body:
+        if ins.opname == "LOAD_FAST" and ins.argval not in bound:
+            ins.opname, ins.opcode = "LOAD_FAST_CHECK", checked
+        if ins.opname == "LOAD_FAST_LOAD_FAST" and not set(ins.argval) <= bound:
+            parts = [
+                create_instruction("LOAD_FAST_CHECK", argval=v, positions=ins.positions)
+                for v in ins.argval
+            ]
+            for p in parts:
+                p.exn_entry = ins.exn_entry
+            replaced[id(ins)] = parts[0]
+            out += parts
+            continue
+        out.append(ins)
+    if replaced:
+        for ins in out:
+            if ins.target is not None and id(ins.target) in replaced:
+                ins.target = replaced[id(ins.target)]
+            if ins.exn_entry is not None and id(ins.exn_entry.target) in replaced:
+                ins.exn_entry.target = replaced[id(ins.exn_entry.target)]
+    body[:] = out
