@@ -1,3 +1,33 @@
-"""Graph capture for PyTorch programs: a PEP 523 frame hook, a symbolic bytecode interpreter, guards and graph breaks."""
+"""Graph capture for PyTorch programs: a PEP 523 frame hook, a symbolic bytecode interpreter, guards and graph breaks.
+
+Importing this package does not import torch; the capture API (``optimize``, ``explain``,
+``reset``, ``backends``) loads on first use.
+"""
 
 __version__ = "0.1.0.dev0"
+
+_LAZY = {
+    "optimize": ("danlu_dynamo.optimize", "optimize"),
+    "reset": ("danlu_dynamo.optimize", "reset"),
+    "OptimizedModule": ("danlu_dynamo.optimize", "OptimizedModule"),
+    "explain": ("danlu_dynamo.explain", "explain"),
+    "ExplainOutput": ("danlu_dynamo.explain", "ExplainOutput"),
+    "GraphBreakError": ("danlu_dynamo.capture.exc", "GraphBreakError"),
+    "backends": ("danlu_dynamo.backends", None),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        mod_name, attr = _LAZY[name]
+        mod = importlib.import_module(mod_name)
+        value = mod if attr is None else getattr(mod, attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'danlu_dynamo' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_LAZY])

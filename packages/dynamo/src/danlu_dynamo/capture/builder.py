@@ -1,0 +1,175 @@
+"""Wrapping real Python values met during the trace into symbolic values, with guards."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import enum
+import functools
+import types
+
+import torch
+
+from .exc import Unsupported
+from .variables.base import ConstVar, is_const_value
+from .variables.builtins import (
+    GRAD_CTX_CLASSES,
+    BuiltinVar,
+    PartialVar,
+    TorchFnVar,
+    is_torch_callable,
+)
+from .variables.containers import DictVar, ListVar, TupleVar
+from .variables.functions import BoundMethodVar, UserFunctionVar
+from .variables.objects import ClassVar, ModuleVar, ObjectVar, PythonModuleVar
+
+
+class GradCtxClassVar(ClassVar):
+    def call(self, tx, args, kwargs):
+        from .variables.builtins import make_grad_ctx
+
+        return make_grad_ctx(self.cls, args, kwargs)
+
+
+def _is_user_function(fn) -> bool:
+    mod = getattr(fn, "__module__", None) or ""
+    return not (mod == "torch" or mod.startswith("torch."))
+
+
+def wrap_value(out, value, source):
+    """``out`` is the OutputGraph (for guards, inputs and identity de-duplication)."""
+    g = out.guards
+    src = source.expr if source is not None else None
+
+    if isinstance(value, torch.Tensor):
+        return out.tensor_input(value, source)
+    if is_const_value(value):
+        if src is not None:
+            if isinstance(value, types.CodeType):
+                g.id_match(src, value)
+            else:
+                g.constant_match(src, value)
+        return ConstVar(value, source)
+    if isinstance(value, enum.Enum):
+        if src is not None:
+            g.id_match(src, value)
+        return ConstVar(value, source)
+    if isinstance(value, types.ModuleType):
+        if src is not None and not PythonModuleVar(value).trusted:
+            g.id_match(src, value)
+        return PythonModuleVar(value, source)
+    if isinstance(value, torch.nn.Module):
+        if src is not None:
+            g.id_match(src, value)
+        return ModuleVar(value, source)
+    if isinstance(value, type):
+        if src is not None:
+            g.id_match(src, value)
+        if value in GRAD_CTX_CLASSES:
+            return GradCtxClassVar(value, source)
+        if value.__module__ == "builtins" or value in (collections.OrderedDict,):
+            if value is collections.OrderedDict:
+                return _OrderedDictClass(value, source)
+            return BuiltinVar(value)
+        if value is torch.set_grad_enabled:
+            return TorchFnVar(value, source)
+        return ClassVar(value, source)
+    if (
+        isinstance(value, (tuple, list))
+        and type(value) in (tuple, list)
+        or (isinstance(value, tuple) and hasattr(type(value), "_fields"))
+    ):
+        if src is not None:
+            g.length(src, value)
+        items = [
+            out.wrap(v, source.item(i) if source is not None else None) for i, v in enumerate(value)
+        ]
+        if type(value) is list:
+            return ListVar(items, source)
+        return TupleVar(items, source, py_type=type(value))
+    if type(value) in (dict, collections.OrderedDict) or (
+        isinstance(value, dict) and dataclasses.is_dataclass(type(value))
+    ):
+        if not all(is_const_value(k) for k in value):
+            raise Unsupported("dict with non-constant keys")
+        if src is not None:
+            g.dict_keys(src, value)
+        items = {
+            k: out.wrap(v, source.item(k) if source is not None else None) for k, v in value.items()
+        }
+        return DictVar(items, source, py_type=type(value))
+    if isinstance(value, (types.FunctionType,)):
+        if src is not None:
+            g.id_match(src, value)
+        if not _is_user_function(value) and is_torch_callable(value):
+            return TorchFnVar(value, source)
+        return UserFunctionVar(value, source)
+    if isinstance(value, types.MethodType):
+        self_src = source.attr("__self__") if source is not None else None
+        fn_src = source.attr("__func__") if source is not None else None
+        return BoundMethodVar(
+            out.wrap(value.__func__, fn_src), out.wrap(value.__self__, self_src), source
+        )
+    if isinstance(value, functools.partial):
+        if src is not None:
+            g.type_match(src, value)
+        return PartialVar(
+            out.wrap(value.func, source.attr("func") if source else None),
+            [
+                out.wrap(a, source.attr("args").item(i) if source else None)
+                for i, a in enumerate(value.args)
+            ],
+            {
+                k: out.wrap(v, source.attr("keywords").item(k) if source else None)
+                for k, v in value.keywords.items()
+            },
+        )
+    if callable(value) and is_torch_callable(value):
+        if isinstance(
+            value,
+            (
+                types.BuiltinFunctionType,
+                types.MethodDescriptorType,
+                types.WrapperDescriptorType,
+                torch._ops.OpOverloadPacket,
+                torch._ops.OpOverload,
+            ),
+        ) or isinstance(value, types.FunctionType):
+            return TorchFnVar(value, source)
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        self_ = getattr(value, "__self__", None)
+        if self_ is None or isinstance(self_, types.ModuleType):
+            if src is not None:
+                g.id_match(src, value)
+            return BuiltinVar(value)
+        raise Unsupported(f"bound C method {value!r}")
+    if isinstance(value, (torch.finfo, torch.iinfo)):
+        return OpaqueConstVar(value)
+    if isinstance(value, (types.GeneratorType, types.CoroutineType)):
+        raise Unsupported("generator object from outside the frame")
+    if isinstance(value, (set, frozenset)):
+        raise Unsupported("set from outside the frame")
+    if type(type(value)) is not type and not dataclasses.is_dataclass(type(value)):
+        raise Unsupported(f"object with metaclass {type(type(value)).__name__}")
+    if src is not None:
+        g.type_match(src, value)
+    return ObjectVar(type(value), value, source)
+
+
+class _OrderedDictClass(BuiltinVar):
+    def __init__(self, cls, source):
+        super().__init__(cls)
+
+    def call(self, tx, args, kwargs):
+        from .variables.builtins import _dict
+
+        d = _dict(tx, *args, **kwargs)
+        d.py_type = collections.OrderedDict
+        return d
+
+
+class OpaqueConstVar(ConstVar):
+    """An immutable library object (``torch.finfo``): attribute reads fold."""
+
+    def getattr(self, tx, name):
+        return tx.output.wrap_const(getattr(self.value, name))

@@ -1,0 +1,133 @@
+"""The guards a trace assumed, and their compilation into one check function.
+
+Each guard is a Python boolean expression over the frame state (see ``source.py``); the check
+function is ``lambda L, G, C, K: e1 and e2 and ...`` compiled once per cache entry, so the
+hit path is a single Python call with no interpretation of guard objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class Guard:
+    kind: str  # TYPE_MATCH, ID_MATCH, CONSTANT_MATCH, TENSOR_MATCH, LEN, KEYS, GLOBAL_STATE, ...
+    source: str
+    expr: str  # the Python expression that must be true
+
+    def __str__(self):
+        return f"{self.kind:<14} {self.expr}"
+
+
+def _tensor_spec(t: torch.Tensor):
+    return (
+        type(t),
+        t.dtype,
+        t.device,
+        tuple(t.shape),
+        tuple(t.stride()),
+        bool(t.requires_grad),
+        t.is_leaf,
+    )
+
+
+def _tensor_match(x, spec) -> bool:
+    cls, dtype, device, shape, stride, rg, _leaf = spec
+    return (
+        type(x) is cls
+        and x.dtype is dtype
+        and x.device == device
+        and x.shape == shape
+        and x.stride() == stride
+        and x.requires_grad is rg
+    )
+
+
+class GuardSet:
+    """Collects guards (deduplicated) and the constants their expressions refer to."""
+
+    def __init__(self):
+        self.guards: list[Guard] = []
+        self._seen: set[str] = set()
+        self.env: dict[str, object] = {
+            "___tensor_match": _tensor_match,
+            "torch": torch,
+            "inspect": __import__("inspect"),
+            "sys": __import__("sys"),
+        }
+
+    def _const(self, value) -> str:
+        name = f"___c{len(self.env)}"
+        self.env[name] = value
+        return name
+
+    def add(self, kind: str, source: str, expr: str):
+        if expr in self._seen:
+            return
+        self._seen.add(expr)
+        self.guards.append(Guard(kind, source, expr))
+
+    def type_match(self, source: str, value):
+        self.add("TYPE_MATCH", source, f"type({source}) is {self._const(type(value))}")
+
+    def id_match(self, source: str, value):
+        self.add("ID_MATCH", source, f"{source} is {self._const(value)}")
+
+    def constant_match(self, source: str, value):
+        if value is None or value is True or value is False or value is Ellipsis:
+            self.add("CONSTANT_MATCH", source, f"{source} is {value!r}")
+            return
+        t = self._const(type(value))
+        if isinstance(value, float) and value != value:  # nan
+            self.add("CONSTANT_MATCH", source, f"type({source}) is {t} and {source} != {source}")
+            return
+        self.add(
+            "CONSTANT_MATCH", source, f"type({source}) is {t} and {source} == {self._const(value)}"
+        )
+
+    def tensor_match(self, source: str, t: torch.Tensor):
+        spec = _tensor_spec(t)
+        self.add("TENSOR_MATCH", source, f"___tensor_match({source}, {self._const(spec)})")
+
+    def length(self, source: str, value):
+        self.type_match(source, value)
+        self.add("LEN", source, f"len({source}) == {len(value)}")
+
+    def dict_keys(self, source: str, value):
+        self.type_match(source, value)
+        self.add("DICT_KEYS", source, f"list({source}.keys()) == {self._const(list(value.keys()))}")
+
+    def is_same(self, source: str, other: str):
+        self.add("ALIAS", source, f"{source} is {other}")
+
+    def hasattr_guard(self, source: str, name: str, present: bool):
+        neg = "" if present else "not "
+        self.add("HASATTR", source, f"{neg}hasattr({source}, {name!r})")
+
+    def global_state(self):
+        self.add("GLOBAL_STATE", "", f"torch.is_grad_enabled() is {torch.is_grad_enabled()!r}")
+        self.add(
+            "GLOBAL_STATE",
+            "",
+            f"torch.get_default_dtype() is {self._const(torch.get_default_dtype())}",
+        )
+        self.add(
+            "GLOBAL_STATE",
+            "",
+            f"torch.is_autocast_enabled('cpu') is {torch.is_autocast_enabled('cpu')!r}",
+        )
+
+    def compile(self):
+        body = " and ".join(f"({g.expr})" for g in self.guards) or "True"
+        src = f"def ___check(L, G, C, K):\n    return {body}\n"
+        env = dict(self.env)
+        exec(compile(src, "<danlu_dynamo guards>", "exec"), env)
+        fn = env["___check"]
+        fn.source_code = src
+        return fn
+
+    def __str__(self):
+        return "\n".join(str(g) for g in self.guards)

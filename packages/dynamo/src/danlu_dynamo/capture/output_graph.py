@@ -1,0 +1,413 @@
+"""The graph under construction, its inputs, guards and side effects, and what runs after it.
+
+A traced segment compiles into a ``CompiledSegment``: fetch the graph inputs from the frame
+state, call the backend's compiled graph, rebuild the Python values that are live after the
+graph (return value, or stack and locals at a graph break), replay side effects.
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+import types
+
+import torch
+import torch.fx
+from torch.utils import _pytree as pytree
+
+from .builder import wrap_value
+from .exc import Unsupported
+from .fake import run_fake, to_meta
+from .guard_codegen import GuardSet
+from .source import Source
+from .variables.base import ConstVar, Var, is_const_value
+from .variables.containers import DictVar, ListIteratorVar, ListVar, SeqVar, TupleVar
+from .variables.objects import CellVar, ModuleVar, ObjectVar
+from .variables.tensor import TensorVar
+
+
+class SideEffects:
+    def __init__(self):
+        self.mutated: dict[int, Var] = {}  # id(var) -> var, in order of first mutation
+        self.globals: dict[str, Var] = {}
+        self.new_objects: list[Var] = []
+
+    def mutate(self, var: Var):
+        self.mutated.setdefault(id(var), var)
+
+    def new_object(self, var: Var):
+        self.new_objects.append(var)
+
+    def store_global(self, name, var):
+        self.globals[name] = var
+
+    def __len__(self):
+        return sum(1 for v in self.mutated.values() if _needs_replay(v)) + len(self.globals)
+
+
+def _needs_replay(v) -> bool:
+    if isinstance(v, CellVar):
+        return v.real is not None
+    if isinstance(v, ListIteratorVar):
+        return False
+    return getattr(v, "source", None) is not None
+
+
+class OutputGraph:
+    def __init__(self, f_globals, code=None):
+        self.graph = torch.fx.Graph()
+        self.guards = GuardSet()
+        self.guards.global_state()
+        self.side_effects = SideEffects()
+        self.input_sources: list[Source] = []
+        self.input_values: list[torch.Tensor] = []
+        self.f_globals = f_globals
+        self._by_id: dict[int, tuple[object, Var]] = {}
+        self._cells: dict[int, CellVar] = {}
+        self.op_count = 0
+        self.grad_mode_at_start = torch.is_grad_enabled()
+        self._last_placeholder = None
+
+    # -------------------------------------------------------------- values
+    def wrap(self, value, source: Source | None) -> Var:
+        if is_const_value(value) or value is None:
+            return wrap_value(self, value, source)
+        key = id(value)
+        hit = self._by_id.get(key)
+        if hit is not None and hit[0] is value:
+            var = hit[1]
+            if source is not None and var.source is not None and source != var.source:
+                if isinstance(value, (torch.Tensor, torch.nn.Module)) or not isinstance(
+                    var, ConstVar
+                ):
+                    self.guards.is_same(source.expr, var.source.expr)
+            return var
+        var = wrap_value(self, value, source)
+        if not isinstance(var, ConstVar):
+            self._by_id[key] = (value, var)
+        return var
+
+    def wrap_const(self, v) -> Var:
+        if is_const_value(v):
+            return ConstVar(v)
+        if isinstance(v, list) and all(is_const_value(x) for x in v):
+            return ListVar([ConstVar(x) for x in v])
+        if isinstance(v, tuple) and type(v) is tuple:
+            return TupleVar([self.wrap_const(x) for x in v])
+        if isinstance(v, dict) and type(v) is dict:
+            return DictVar({k: self.wrap_const(x) for k, x in v.items()})
+        return self.wrap(v, None)
+
+    def tensor_input(self, value: torch.Tensor, source: Source | None) -> TensorVar:
+        if source is None:
+            raise Unsupported("tensor without a source (a global created elsewhere?)")
+        self.guards.tensor_match(source.expr, value)
+        name = "".join(c if c.isalnum() else "_" for c in source.expr).strip("_")[:48]
+        last = self._last_placeholder
+        if last is None:
+            first = next(iter(self.graph.nodes), None)
+            ctx = (
+                self.graph.inserting_before(first)
+                if first is not None
+                else self.graph.inserting_after()
+            )
+        else:
+            ctx = self.graph.inserting_after(last)
+        with ctx:
+            node = self.graph.placeholder(f"L{len(self.input_sources)}_{name}")
+        self._last_placeholder = node
+        self.input_sources.append(source)
+        self.input_values.append(value)
+        var = TensorVar(node, to_meta(value), value.device, source)
+        return var
+
+    def real_cell(self, cell, source: Source | None) -> CellVar:
+        hit = self._cells.get(id(cell))
+        if hit is not None:
+            return hit
+        var = CellVar(source, real=cell)
+        self._cells[id(cell)] = var
+        return var
+
+    # -------------------------------------------------------------- graph ops
+    def call_op(self, kind: str, target, args: list, kwargs: dict, ret_self: bool = False) -> Var:
+        node_args = tuple(_to_node(a) for a in args)
+        node_kwargs = {k: _to_node(v) for k, v in kwargs.items()}
+        ex_args = [_to_example(a) for a in args]
+        ex_kwargs = {k: _to_example(v) for k, v in kwargs.items()}
+        device = _result_device(args, kwargs)
+        if kind == "call_method":
+            fn = getattr(type(ex_args[0]), target, None)
+            if fn is None:
+                raise Unsupported(f"Tensor has no method {target}")
+            result = run_fake(
+                lambda *a, **k: getattr(a[0], target)(*a[1:], **k), ex_args, ex_kwargs
+            )
+        else:
+            result = run_fake(target, ex_args, ex_kwargs)
+        node = self.graph.create_node(kind, target, node_args, node_kwargs)
+        self.op_count += 1
+        if ret_self:
+            node.meta["val"] = result
+            base = args[0]
+            if isinstance(base, TensorVar) and result is base.example:
+                return base
+            if isinstance(result, torch.Tensor):
+                return TensorVar(node, result, device)
+        return self._wrap_result(node, result, device)
+
+    def _wrap_result(self, node, result, device):
+        if isinstance(result, torch.Tensor):
+            return TensorVar(node, result, device)
+        if isinstance(result, (tuple, list)) and any(
+            isinstance(r, torch.Tensor) for r in pytree.tree_leaves(result)
+        ):
+            node.meta["val"] = result
+            items = []
+            for i, r in enumerate(result):
+                sub = self.graph.create_node("call_function", operator.getitem, (node, i), {})
+                items.append(self._wrap_result(sub, r, device))
+            py = type(result)
+            if isinstance(result, list):
+                return ListVar(items)
+            if py is not tuple and not hasattr(py, "_fields"):
+                return StructSeqVar(items, py)
+            return TupleVar(items, py_type=py)
+        if result is None or is_const_value(result) or isinstance(result, (list, tuple)):
+            if not node.users:
+                self.graph.erase_node(node)
+                self.op_count -= 1
+            if isinstance(result, (list, tuple)) and not is_const_value(result):
+                if all(is_const_value(x) for x in result):
+                    return self.wrap_const(result)
+                raise Unsupported("op returned a non-constant Python container")
+            return ConstVar(result)
+        raise Unsupported(f"op returned {type(result).__name__}")
+
+    def set_grad_mode(self, mode: bool):
+        torch._C._set_grad_enabled(mode)
+        self.graph.create_node("call_function", torch._C._set_grad_enabled, (mode,), {})
+
+    def restore_global_state(self):
+        torch._C._set_grad_enabled(self.grad_mode_at_start)
+
+    def num_ops(self) -> int:
+        return sum(
+            1
+            for n in self.graph.nodes
+            if n.op in ("call_function", "call_method", "call_module")
+            and n.target is not operator.getitem
+        )
+
+
+class StructSeqVar(TupleVar):
+    """``torch.return_types.*`` (e.g. ``torch.max(x, dim)``): a tuple with named fields."""
+
+    def __init__(self, items, py_type):
+        super().__init__(items)
+        self.struct_type = py_type
+
+    def getattr(self, tx, name):
+        fields = [
+            f
+            for f in dir(self.struct_type)
+            if not f.startswith("_")
+            and f not in ("count", "index", "n_fields", "n_sequence_fields", "n_unnamed_fields")
+        ]
+        order = getattr(self.struct_type, "__match_args__", None) or fields
+        if name in order:
+            return self.items[list(order).index(name)]
+        return super().getattr(tx, name)
+
+    def reconstruct(self, cg):
+        parts = [cg.rebuild(i) for i in self.items]
+        t = self.struct_type
+        return lambda ctx: t([p(ctx) for p in parts])
+
+
+def _to_node(v):
+    if isinstance(v, TensorVar):
+        return v.node
+    if isinstance(v, ConstVar):
+        return v.value
+    if isinstance(v, SeqVar) and v.py_type in (tuple, list):
+        items = [_to_node(i) for i in v.items]
+        return items if v.py_type is list else tuple(items)
+    if isinstance(v, DictVar) and v.py_type is dict:
+        return {k: _to_node(i) for k, i in v.items.items()}
+    if v.is_const():
+        return v.const()
+    raise Unsupported(f"cannot pass {v} to a torch operation")
+
+
+def _to_example(v):
+    if isinstance(v, TensorVar):
+        return v.example
+    if isinstance(v, ConstVar):
+        return v.value
+    if isinstance(v, SeqVar):
+        items = [_to_example(i) for i in v.items]
+        return items if v.py_type is list else tuple(items)
+    if isinstance(v, DictVar):
+        return {k: _to_example(i) for k, i in v.items.items()}
+    return v.const()
+
+
+def _result_device(args, kwargs):
+    for a in [*args, *kwargs.values()]:
+        if isinstance(a, TensorVar):
+            return a.device
+        if isinstance(a, SeqVar):
+            for i in a.items:
+                if isinstance(i, TensorVar):
+                    return i.device
+    dev = kwargs.get("device")
+    if dev is not None and dev.is_const() and dev.const() is not None:
+        return torch.device(dev.const())
+    return torch.device("cpu")
+
+
+# ------------------------------------------------------------------ rebuilding values
+
+
+class Rebuilder:
+    """Turns symbolic values into functions ``ctx -> real value`` run after the graph."""
+
+    def __init__(self, output: OutputGraph):
+        self.output = output
+        self.graph_outputs: list = []  # fx nodes returned by the graph
+        self._node_index: dict = {}
+        self._cache: dict[int, object] = {}
+        self._source_fns: dict[str, object] = {}
+        self.trace_cells: list = []  # (cell fn, contents fn) for cells made in the trace
+
+    def rebuild(self, var: Var):
+        key = id(var)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        fn = var.reconstruct(self)
+        if isinstance(var, (ListVar, DictVar, ObjectVar)) and var.source is None:
+            # A mutable object made in the trace: build it once per run, share it.
+            inner = fn
+
+            def fn(ctx, _inner=inner, _k=key):
+                memo = ctx.memo
+                if _k not in memo:
+                    memo[_k] = _inner(ctx)
+                return memo[_k]
+
+        self._cache[key] = fn
+        return fn
+
+    def from_source(self, source: Source):
+        f = self._source_fns.get(source.expr)
+        if f is None:
+            f = compile_source(source.expr)
+            self._source_fns[source.expr] = f
+        return lambda ctx, _f=f: _f(ctx.L, ctx.G, ctx.C, ctx.K)
+
+    def graph_output(self, var: TensorVar):
+        if var.source is not None and var.node.op == "placeholder":
+            return self.from_source(var.source)
+        idx = self._node_index.get(var.node)
+        if idx is None:
+            idx = len(self.graph_outputs)
+            self.graph_outputs.append(var.node)
+            self._node_index[var.node] = idx
+        return lambda ctx, _i=idx: ctx.outs[_i]
+
+    def real_cell(self, cell: CellVar):
+        key = ("cell", id(cell))
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        if cell.real is not None:
+            real = cell.real
+            fn = lambda ctx: real  # noqa: E731
+        elif cell.source is not None:
+            fn = self.from_source(Source(cell.source.expr))
+        else:
+            # A cell made in the trace (MAKE_CELL): one fresh cell per run, filled in replay.
+            def fn(ctx, _k=key):
+                memo = ctx.memo
+                if _k not in memo:
+                    memo[_k] = types.CellType()
+                return memo[_k]
+
+            if cell.contents is not None:
+                self.trace_cells.append((fn, self.rebuild(cell.contents)))
+        self._cache[key] = fn
+        return fn
+
+    def side_effect_replays(self):
+        """Functions ``ctx -> None``; their inputs are rebuilt before any of them runs."""
+        out = []
+        se = self.output.side_effects
+        for var in se.mutated.values():
+            if not _needs_replay(var):
+                continue
+            if isinstance(var, CellVar):
+                if var.contents is None:
+                    continue
+                cell = var.real
+                val = self.rebuild(var.contents)
+                out.append(
+                    (
+                        lambda ctx, c=cell, v=val: v(ctx),
+                        lambda c, x, cell=cell: setattr(cell, "cell_contents", x),
+                    )
+                )
+            elif isinstance(var, ObjectVar):
+                obj = self.from_source(var.source)
+                for name, v in var.pending.items():
+                    val = self.rebuild(v)
+                    out.append((_pair(obj, val), lambda p, n=name: setattr(p[0], n, p[1])))
+                for name in var.deleted:
+                    out.append((obj, lambda o, n=name: delattr(o, n)))
+            elif isinstance(var, ListVar):
+                obj = self.from_source(var.source)
+                items = [self.rebuild(i) for i in var.items]
+                out.append(
+                    (
+                        _pair(obj, lambda ctx, items=items: [i(ctx) for i in items]),
+                        lambda p: p[0].__setitem__(slice(None), p[1]),
+                    )
+                )
+            elif isinstance(var, DictVar):
+                obj = self.from_source(var.source)
+                items = {k: self.rebuild(i) for k, i in var.items.items()}
+                out.append(
+                    (
+                        _pair(obj, lambda ctx, items=items: {k: i(ctx) for k, i in items.items()}),
+                        _dict_replace,
+                    )
+                )
+            else:
+                raise Unsupported(f"cannot replay a mutation of {var}")
+        for cell_fn, val in self.trace_cells:
+            out.append((_pair(cell_fn, val), lambda p: setattr(p[0], "cell_contents", p[1])))
+        for name, var in se.globals.items():
+            val = self.rebuild(var)
+            out.append((val, lambda x, n=name, g=self.output.f_globals: g.__setitem__(n, x)))
+        return out
+
+
+def _pair(a, b):
+    return lambda ctx: (a(ctx), b(ctx))
+
+
+def _dict_replace(p):
+    d, items = p
+    d.clear()
+    d.update(items)
+
+
+_SOURCE_ENV = {"inspect": inspect, "torch": torch, "types": types, "sys": __import__("sys")}
+
+
+def compile_source(expr: str):
+    return eval(f"lambda L, G, C, K: {expr}", dict(_SOURCE_ENV))
+
+
+__all__ = ["OutputGraph", "Rebuilder", "compile_source", "ModuleVar", "ObjectVar"]

@@ -1,0 +1,367 @@
+"""Tuples, lists, dicts, sets, slices and iterators over them."""
+
+from __future__ import annotations
+
+import collections
+
+from ..exc import Unsupported
+from .base import ConstVar, Var, is_const_value
+
+
+def _const_index(v: Var):
+    if not v.is_const():
+        raise Unsupported(f"non-constant index {v}")
+    return v.const()
+
+
+class SeqVar(Var):
+    py_type: type = tuple
+
+    def __init__(self, items, source=None, py_type=None):
+        self.items = list(items)
+        self.source = source
+        if py_type is not None:
+            self.py_type = py_type
+
+    def python_type(self):
+        return self.py_type
+
+    def is_const(self):
+        return all(i.is_const() for i in self.items) and self.py_type in (tuple, list)
+
+    def const(self):
+        vals = [i.const() for i in self.items]
+        return tuple(vals) if self.py_type is tuple else vals
+
+    def truth(self, tx):
+        return len(self.items) > 0
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def getitem(self, tx, idx: Var):
+        i = _const_index(idx)
+        if isinstance(i, slice):
+            return type(self)(
+                self.items[i], py_type=self.py_type if self.py_type in (tuple, list) else tuple
+            )
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise Unsupported(f"sequence index {type(i).__name__}")
+        try:
+            return self.items[i]
+        except IndexError as e:
+            raise Unsupported("IndexError while tracing") from e
+
+    def call_method(self, tx, name, args, kwargs):
+        from .builtins import compare_eq
+
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        if name == "__len__":
+            return ConstVar(len(self.items))
+        if name == "index" and len(args) == 1:
+            for i, it in enumerate(self.items):
+                if compare_eq(tx, it, args[0]):
+                    return ConstVar(i)
+            raise Unsupported("ValueError from index()")
+        if name == "count" and len(args) == 1:
+            return ConstVar(sum(1 for it in self.items if compare_eq(tx, it, args[0])))
+        if name == "__contains__":
+            return ConstVar(any(compare_eq(tx, it, args[0]) for it in self.items))
+        raise Unsupported(f"{self.py_type.__name__}.{name}")
+
+    def getattr(self, tx, name):
+        from .functions import BoundVarMethod
+
+        if name in ("_fields",) and hasattr(self.py_type, "_fields"):
+            return ConstVar(self.py_type._fields)
+        if hasattr(self.py_type, "_fields") and name in self.py_type._fields:
+            return self.items[self.py_type._fields.index(name)]
+        return BoundVarMethod(self, name)
+
+    def reconstruct(self, cg):
+        parts = [cg.rebuild(i) for i in self.items]
+        t = self.py_type
+        if t is tuple:
+            return lambda ctx: tuple(p(ctx) for p in parts)
+        if t is list:
+            return lambda ctx: [p(ctx) for p in parts]
+        if hasattr(t, "_fields"):  # namedtuple
+            return lambda ctx: t(*[p(ctx) for p in parts])
+        return lambda ctx: t([p(ctx) for p in parts])
+
+    def __repr__(self):
+        return f"{self.py_type.__name__}{self.items!r}"
+
+
+class TupleVar(SeqVar):
+    py_type = tuple
+
+
+class ListVar(SeqVar):
+    py_type = list
+
+    def __init__(self, items, source=None, py_type=None):
+        super().__init__(items, source, py_type)
+        self.mutated = False
+
+    def is_const(self):
+        return False
+
+    def call_method(self, tx, name, args, kwargs):
+        mutating = {
+            "append",
+            "extend",
+            "insert",
+            "pop",
+            "clear",
+            "reverse",
+            "__setitem__",
+            "__delitem__",
+            "remove",
+            "sort",
+            "__iadd__",
+        }
+        if name in mutating:
+            tx.output.side_effects.mutate(self)
+            self.mutated = True
+        if name == "append":
+            self.items.append(args[0])
+            return ConstVar(None)
+        if name in ("extend", "__iadd__"):
+            self.items.extend(args[0].unpack(tx))
+            return self if name == "__iadd__" else ConstVar(None)
+        if name == "insert":
+            self.items.insert(_const_index(args[0]), args[1])
+            return ConstVar(None)
+        if name == "pop":
+            i = _const_index(args[0]) if args else -1
+            return self.items.pop(i)
+        if name == "clear":
+            self.items.clear()
+            return ConstVar(None)
+        if name == "reverse":
+            self.items.reverse()
+            return ConstVar(None)
+        if name == "copy":
+            return ListVar(list(self.items))
+        if name == "__setitem__":
+            i = _const_index(args[0])
+            if isinstance(i, slice):
+                self.items[i] = args[1].unpack(tx)
+            else:
+                self.items[i] = args[1]
+            return ConstVar(None)
+        if name == "__delitem__":
+            del self.items[_const_index(args[0])]
+            return ConstVar(None)
+        if name == "sort":
+            if args or not all(i.is_const() for i in self.items):
+                raise Unsupported("list.sort of non-constants")
+            key = kwargs.get("key")
+            if key is not None and not key.is_const():
+                raise Unsupported("list.sort with a key function")
+            rev = kwargs["reverse"].const() if "reverse" in kwargs else False
+            self.items.sort(key=lambda v: v.const(), reverse=rev)
+            return ConstVar(None)
+        if name == "remove":
+            from .builtins import compare_eq
+
+            for i, it in enumerate(self.items):
+                if compare_eq(tx, it, args[0]):
+                    del self.items[i]
+                    return ConstVar(None)
+            raise Unsupported("ValueError from list.remove")
+        return super().call_method(tx, name, args, kwargs)
+
+
+class DictVar(Var):
+    def __init__(self, items: dict, source=None, py_type=dict):
+        self.items = dict(items)  # constant key -> Var
+        self.source = source
+        self.py_type = py_type
+        self.mutated = False
+
+    def python_type(self):
+        return self.py_type
+
+    def truth(self, tx):
+        return len(self.items) > 0
+
+    def unpack(self, tx):
+        return [ConstVar(k) for k in self.items]
+
+    def getitem(self, tx, key: Var):
+        k = _const_index(key)
+        if k not in self.items:
+            raise Unsupported(f"KeyError {k!r} while tracing")
+        return self.items[k]
+
+    def getattr(self, tx, name):
+        from .functions import BoundVarMethod
+
+        if self.py_type is not dict and name not in dir(dict):
+            # ModelOutput-style dict subclasses expose keys as attributes.
+            if name in self.items:
+                return self.items[name]
+            v = getattr(self.py_type, name, None)
+            if v is None or callable(v):
+                if name in getattr(self.py_type, "__dataclass_fields__", {}):
+                    return ConstVar(None)
+                raise Unsupported(f"attribute {name!r} of {self.py_type.__name__}")
+            return tx.output.wrap_const(v)
+        return BoundVarMethod(self, name)
+
+    def _mut(self, tx):
+        tx.output.side_effects.mutate(self)
+        self.mutated = True
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__getitem__":
+            if self.py_type is not dict and args[0].is_const() and isinstance(args[0].const(), int):
+                return list(self.items.values())[args[0].const()]
+            return self.getitem(tx, args[0])
+        if name == "__len__":
+            return ConstVar(len(self.items))
+        if name == "__contains__":
+            return ConstVar(_const_index(args[0]) in self.items)
+        if name == "get":
+            k = _const_index(args[0])
+            return self.items.get(k, args[1] if len(args) > 1 else ConstVar(None))
+        if name == "keys":
+            return TupleVar([ConstVar(k) for k in self.items])
+        if name == "values":
+            return TupleVar(list(self.items.values()))
+        if name == "items":
+            return TupleVar([TupleVar([ConstVar(k), v]) for k, v in self.items.items()])
+        if name == "copy":
+            return DictVar(self.items, py_type=dict if self.py_type is dict else self.py_type)
+        if name == "__setitem__":
+            self._mut(tx)
+            self.items[_const_index(args[0])] = args[1]
+            return ConstVar(None)
+        if name == "__delitem__":
+            self._mut(tx)
+            del self.items[_const_index(args[0])]
+            return ConstVar(None)
+        if name == "pop":
+            self._mut(tx)
+            k = _const_index(args[0])
+            if k in self.items:
+                return self.items.pop(k)
+            if len(args) > 1:
+                return args[1]
+            raise Unsupported("KeyError from dict.pop")
+        if name == "setdefault":
+            k = _const_index(args[0])
+            if k not in self.items:
+                self._mut(tx)
+                self.items[k] = args[1] if len(args) > 1 else ConstVar(None)
+            return self.items[k]
+        if name == "update":
+            self._mut(tx)
+            if args:
+                other = args[0]
+                if isinstance(other, DictVar):
+                    self.items.update(other.items)
+                else:
+                    for pair in other.unpack(tx):
+                        k, v = pair.unpack(tx)
+                        self.items[_const_index(k)] = v
+            for k, v in kwargs.items():
+                self.items[k] = v
+            return ConstVar(None)
+        if name == "clear":
+            self._mut(tx)
+            self.items.clear()
+            return ConstVar(None)
+        if name == "to_tuple":  # transformers ModelOutput
+            return TupleVar(
+                [v for v in self.items.values() if not (v.is_const() and v.const() is None)]
+            )
+        raise Unsupported(f"dict.{name}")
+
+    def reconstruct(self, cg):
+        parts = {k: cg.rebuild(v) for k, v in self.items.items()}
+        t = self.py_type
+        if t is dict:
+            return lambda ctx: {k: p(ctx) for k, p in parts.items()}
+        if t is collections.OrderedDict:
+            return lambda ctx: collections.OrderedDict((k, p(ctx)) for k, p in parts.items())
+        return lambda ctx: t(**{k: p(ctx) for k, p in parts.items()})
+
+    def __repr__(self):
+        return f"Dict({self.items!r})"
+
+
+class SetVar(Var):
+    def __init__(self, items, source=None):
+        self.items = []
+        for i in items:
+            self.add(i)
+        self.source = source
+
+    def add(self, v):
+        if not v.is_const():
+            raise Unsupported("set of non-constants")
+        if v.const() not in [i.const() for i in self.items]:
+            self.items.append(v)
+
+    def python_type(self):
+        return set
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__contains__":
+            return ConstVar(_const_index(args[0]) in {i.const() for i in self.items})
+        if name == "add" and self.source is None:
+            self.add(args[0])
+            return ConstVar(None)
+        if name == "__len__":
+            return ConstVar(len(self.items))
+        raise Unsupported(f"set.{name}")
+
+    def reconstruct(self, cg):
+        vals = {i.const() for i in self.items}
+        return lambda ctx: set(vals)
+
+
+class ListIteratorVar(Var):
+    def __init__(self, items, index=0):
+        self.items = list(items)
+        self.index = index
+
+    def python_type(self):
+        return type(iter([]))
+
+    def next(self, tx):
+        if self.index >= len(self.items):
+            return None
+        tx.output.side_effects.mutate(self)
+        v = self.items[self.index]
+        self.index += 1
+        return v
+
+    def unpack(self, tx):
+        rest = self.items[self.index :]
+        self.index = len(self.items)
+        return rest
+
+    def get_iter(self, tx):
+        return self
+
+    def reconstruct(self, cg):
+        parts = [cg.rebuild(i) for i in self.items[self.index :]]
+        return lambda ctx: iter([p(ctx) for p in parts])
+
+
+def wrap_const_container(v):
+    """Constant tuples/frozensets become ConstVars; anything else is left to the builder."""
+    if is_const_value(v):
+        return ConstVar(v)
+    return None

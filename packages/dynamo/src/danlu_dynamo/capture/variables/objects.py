@@ -1,0 +1,595 @@
+"""nn.Modules, user objects and classes, Python modules, cells, grad-mode contexts."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+
+import torch
+
+from ..exc import Unsupported
+from ..source import Source
+from .base import ConstVar, Var
+from .containers import DictVar, TupleVar
+from .functions import BoundMethodVar, UserFunctionVar
+
+_MISSING = object()
+
+
+def _class_attr(cls, name):
+    try:
+        return inspect.getattr_static(cls, name)
+    except AttributeError:
+        return _MISSING
+
+
+def _bind_class_attr(tx, obj_var, cls, name, attr, cls_source: Source | None):
+    """Method/property/attribute found on the class of ``obj_var``."""
+    if isinstance(attr, property):
+        if attr.fget is None:
+            raise Unsupported(f"write-only property {name!r}")
+        return UserFunctionVar(attr.fget, _fn_source(cls_source, name, "fget")).call(
+            tx, [obj_var], {}
+        )
+    if isinstance(attr, staticmethod):
+        return tx.output.wrap(attr.__func__, _fn_source(cls_source, name, "__func__", static=True))
+    if isinstance(attr, classmethod):
+        fn = attr.__func__
+        return BoundMethodVar(tx.output.wrap(fn, None), ClassVar(cls, cls_source))
+    if isinstance(attr, types.FunctionType):
+        return BoundMethodVar(
+            UserFunctionVar(attr, cls_source.attr(name) if cls_source else None), obj_var
+        )
+    if isinstance(
+        attr,
+        (
+            types.BuiltinFunctionType,
+            types.WrapperDescriptorType,
+            types.MethodDescriptorType,
+            types.MemberDescriptorType,
+            types.GetSetDescriptorType,
+        ),
+    ):
+        raise Unsupported(f"C-level attribute {cls.__name__}.{name}")
+    if hasattr(type(attr), "__get__"):
+        raise Unsupported(f"descriptor {cls.__name__}.{name}")
+    return tx.output.wrap(attr, cls_source.attr(name) if cls_source else None)
+
+
+def _fn_source(cls_source, name, attr, static=False):
+    if cls_source is None:
+        return None
+    return Source(f"inspect.getattr_static({cls_source.expr}, {name!r}).{attr}")
+
+
+class ObjectVar(Var):
+    """A user-defined object: a real one from the inputs (with a source), or one created in
+    the trace (``value is None``).  Attribute writes are kept here and replayed after the graph."""
+
+    def __init__(self, cls, value=None, source=None):
+        self.cls = cls
+        self.value = value
+        self.source = source
+        self.pending: dict[str, Var] = {}
+        self.deleted: set[str] = set()
+
+    def python_type(self):
+        return self.cls
+
+    def cls_source(self):
+        return Source(f"type({self.source.expr})") if self.source is not None else None
+
+    def truth(self, tx):
+        if (
+            _class_attr(self.cls, "__bool__") is _MISSING
+            and _class_attr(self.cls, "__len__") is _MISSING
+        ):
+            return True
+        raise Unsupported(f"truth value of {self.cls.__name__}")
+
+    def getattr(self, tx, name):
+        if name in self.pending:
+            return self.pending[name]
+        if name in self.deleted:
+            raise Unsupported(f"AttributeError {name!r} (deleted)")
+        if name == "__class__":
+            return ClassVar(self.cls, self.cls_source())
+        if name == "__dict__":
+            raise Unsupported("__dict__ access")
+        attr = _class_attr(self.cls, name)
+        if isinstance(attr, property) or (
+            attr is not _MISSING
+            and hasattr(type(attr), "__set__")
+            and not isinstance(attr, types.FunctionType)
+        ):
+            return _bind_class_attr(tx, self, self.cls, name, attr, self.cls_source())
+        if self.value is not None:
+            d = getattr(self.value, "__dict__", None)
+            if d is not None and name in d:
+                return tx.output.wrap(d[name], self.source.attr(name) if self.source else None)
+        if attr is not _MISSING:
+            return _bind_class_attr(tx, self, self.cls, name, attr, self.cls_source())
+        return self.getattr_fallback(tx, name)
+
+    def getattr_fallback(self, tx, name):
+        if _class_attr(self.cls, "__getattr__") is not _MISSING:
+            ga = _class_attr(self.cls, "__getattr__")
+            if isinstance(ga, types.FunctionType):
+                return UserFunctionVar(ga).call(tx, [self, ConstVar(name)], {})
+        raise Unsupported(f"AttributeError: {self.cls.__name__!r} has no attribute {name!r}")
+
+    def setattr(self, tx, name, value):
+        sa = _class_attr(self.cls, "__setattr__")
+        if sa is not object.__setattr__ and not isinstance(self, ModuleVar):
+            raise Unsupported(f"custom __setattr__ on {self.cls.__name__}")
+        attr = _class_attr(self.cls, name)
+        if attr is not _MISSING and hasattr(type(attr), "__set__"):
+            raise Unsupported(f"setting descriptor {name!r}")
+        tx.output.side_effects.mutate(self)
+        self.pending[name] = value
+        self.deleted.discard(name)
+
+    def delattr(self, tx, name):
+        tx.output.side_effects.mutate(self)
+        self.pending.pop(name, None)
+        self.deleted.add(name)
+
+    def call(self, tx, args, kwargs):
+        call = _class_attr(self.cls, "__call__")
+        if isinstance(call, types.FunctionType):
+            return UserFunctionVar(
+                call, Source(f"type({self.source.expr}).__call__") if self.source else None
+            ).call(tx, [self, *args], kwargs)
+        raise Unsupported(f"calling {self.cls.__name__} object")
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.from_source(self.source)
+        cls = self.cls
+        attrs = {k: cg.rebuild(v) for k, v in self.pending.items()}
+
+        def make(ctx):
+            o = cls.__new__(cls)
+            for k, v in attrs.items():
+                object.__setattr__(o, k, v(ctx))
+            return o
+
+        return make
+
+    def __repr__(self):
+        return f"Object({self.cls.__name__}, {self.source})"
+
+
+class ModuleVar(ObjectVar):
+    """An nn.Module: parameters/buffers become graph inputs; calls inline ``forward``."""
+
+    def __init__(self, module, source=None):
+        super().__init__(type(module), module, source)
+
+    def getattr(self, tx, name):
+        if name in self.pending:
+            return self.pending[name]
+        mod = self.value
+        attr = _class_attr(self.cls, name)
+        if isinstance(attr, property):
+            return _bind_class_attr(tx, self, self.cls, name, attr, self.cls_source())
+        src = self.source.attr(name) if self.source is not None else None
+        d = mod.__dict__
+        if name in d:
+            return tx.output.wrap(d[name], src)
+        for store in ("_parameters", "_buffers", "_modules"):
+            s = d.get(store)
+            if s is not None and name in s:
+                return tx.output.wrap(s[name], src)
+        if attr is not _MISSING:
+            if name in ("__call__", "_call_impl", "_wrapped_call_impl"):
+                return ModuleCallVar(self)
+            return _bind_class_attr(tx, self, self.cls, name, attr, self.cls_source())
+        return self.getattr_fallback(tx, name)
+
+    def call(self, tx, args, kwargs):
+        mod = self.value
+        if (
+            mod._forward_hooks
+            or mod._forward_pre_hooks
+            or getattr(mod, "_backward_hooks", None)
+            or getattr(mod, "_backward_pre_hooks", None)
+            or _global_hooks()
+        ):
+            raise Unsupported(f"module hooks on {self.cls.__name__}")
+        fwd = _class_attr(self.cls, "forward")
+        if "forward" in mod.__dict__:
+            return tx.output.wrap(
+                mod.__dict__["forward"], self.source.attr("forward") if self.source else None
+            ).call(tx, args, kwargs)
+        if not isinstance(fwd, types.FunctionType):
+            raise Unsupported(f"{self.cls.__name__}.forward is not a Python function")
+        fsrc = Source(f"type({self.source.expr}).forward") if self.source is not None else None
+        return UserFunctionVar(fwd, fsrc).call(tx, [self, *args], kwargs)
+
+    def unpack(self, tx):
+        mod = self.value
+        if isinstance(mod, (torch.nn.ModuleList, torch.nn.Sequential)):
+            return [
+                tx.output.wrap(m, self.source.item(i) if self.source else None)
+                for i, m in enumerate(mod)
+            ]
+        if isinstance(mod, torch.nn.ModuleDict):
+            return [ConstVar(k) for k in mod.keys()]
+        if isinstance(mod, (torch.nn.ParameterList,)):
+            return [
+                tx.output.wrap(p, self.source.item(i) if self.source else None)
+                for i, p in enumerate(mod)
+            ]
+        raise Unsupported(f"iterating over {self.cls.__name__}")
+
+    def call_method(self, tx, name, args, kwargs):
+        mod = self.value
+        container = isinstance(
+            mod,
+            (
+                torch.nn.ModuleList,
+                torch.nn.Sequential,
+                torch.nn.ModuleDict,
+                torch.nn.ParameterList,
+                torch.nn.ParameterDict,
+            ),
+        )
+        if container and name == "__getitem__":
+            key = args[0]
+            if not key.is_const():
+                raise Unsupported("non-constant module container index")
+            k = key.const()
+            if isinstance(k, slice):
+                items = self.unpack(tx)[k]
+                if isinstance(mod, torch.nn.Sequential):
+                    return SequentialSliceVar(items)
+                return TupleVar(items)
+            src = self.source.item(k) if self.source is not None else None
+            return tx.output.wrap(mod[k], src)
+        if container and name == "__len__":
+            return ConstVar(len(mod))
+        if (
+            container
+            and name in ("items", "keys", "values")
+            and isinstance(mod, torch.nn.ModuleDict)
+        ):
+            keys = list(mod.keys())
+            vals = [
+                tx.output.wrap(mod[k], self.source.item(k) if self.source else None) for k in keys
+            ]
+            if name == "keys":
+                return TupleVar([ConstVar(k) for k in keys])
+            if name == "values":
+                return TupleVar(vals)
+            return TupleVar([TupleVar([ConstVar(k), v]) for k, v in zip(keys, vals)])
+        if container and name == "__contains__":
+            return ConstVar(args[0].const() in mod)
+        if name in (
+            "parameters",
+            "named_parameters",
+            "buffers",
+            "named_buffers",
+            "children",
+            "named_children",
+            "modules",
+            "named_modules",
+        ):
+            if args or kwargs:
+                raise Unsupported(f"Module.{name} with arguments")
+            items = []
+            for entry in getattr(mod, name)():
+                if isinstance(entry, tuple):
+                    k, v = entry
+                    items.append(TupleVar([ConstVar(k), tx.output.wrap(v, self._path_source(k))]))
+                else:
+                    items.append(
+                        tx.output.wrap(entry, None)
+                        if not isinstance(entry, torch.Tensor)
+                        else self._wrap_by_identity(tx, entry)
+                    )
+            return TupleVar(items)
+        return self.getattr(tx, name).call(tx, args, kwargs)
+
+    def _path_source(self, dotted):
+        if self.source is None:
+            return None
+        src = self.source
+        for part in dotted.split(".") if dotted else []:
+            src = src.attr(part)
+        return src
+
+    def _wrap_by_identity(self, tx, t):
+        for k, v in self.value.named_parameters():
+            if v is t:
+                return tx.output.wrap(t, self._path_source(k))
+        for k, v in self.value.named_buffers():
+            if v is t:
+                return tx.output.wrap(t, self._path_source(k))
+        raise Unsupported("tensor without a path")
+
+    def setattr(self, tx, name, value):
+        mod = self.value
+        if name in mod._parameters or name in mod._modules:
+            raise Unsupported(f"reassigning parameter/submodule {name!r}")
+        if name in mod._buffers:
+            raise Unsupported(f"reassigning buffer {name!r}")
+        if isinstance(value, (ModuleVar,)):
+            raise Unsupported("assigning a module attribute")
+        tx.output.side_effects.mutate(self)
+        self.pending[name] = value
+
+    def __repr__(self):
+        return f"Module({self.cls.__name__}, {self.source})"
+
+
+class ModuleCallVar(Var):
+    def __init__(self, mod):
+        self.mod = mod
+
+    def call(self, tx, args, kwargs):
+        return self.mod.call(tx, args, kwargs)
+
+
+class SequentialSliceVar(Var):
+    def __init__(self, items):
+        self.items = items
+
+    def call(self, tx, args, kwargs):
+        x = args[0]
+        for m in self.items:
+            x = m.call(tx, [x], {})
+        return x
+
+    def unpack(self, tx):
+        return list(self.items)
+
+
+def _global_hooks():
+    m = torch.nn.modules.module
+    return bool(
+        m._global_forward_hooks
+        or m._global_forward_pre_hooks
+        or m._global_backward_hooks
+        or getattr(m, "_global_backward_pre_hooks", None)
+        or getattr(m, "_global_module_registration_hooks", None)
+        and False
+    )
+
+
+class ClassVar(Var):
+    """A class: attribute reads and construction of new objects inside the trace."""
+
+    def __init__(self, cls, source=None):
+        self.cls = cls
+        self.source = source
+
+    def python_type(self):
+        return type(self.cls)
+
+    def is_const(self):
+        return True
+
+    def const(self):
+        return self.cls
+
+    def getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__"):
+            return ConstVar(getattr(self.cls, name))
+        attr = _class_attr(self.cls, name)
+        if attr is _MISSING:
+            raise Unsupported(f"class attribute {self.cls.__name__}.{name}")
+        if isinstance(attr, types.FunctionType):
+            return UserFunctionVar(attr, self.source.attr(name) if self.source else None)
+        if isinstance(attr, classmethod):
+            return BoundMethodVar(tx.output.wrap(attr.__func__, None), self)
+        if isinstance(attr, staticmethod):
+            return tx.output.wrap(attr.__func__, None)
+        return tx.output.wrap(
+            getattr(self.cls, name), self.source.attr(name) if self.source else None
+        )
+
+    def call(self, tx, args, kwargs):
+        cls = self.cls
+        if issubclass(cls, torch.nn.Module):
+            raise Unsupported(f"constructing module {cls.__name__} in the traced code")
+        if issubclass(cls, BaseException):
+            raise Unsupported(f"constructing exception {cls.__name__}")
+        if dataclasses.is_dataclass(cls) and issubclass(cls, dict):
+            return _model_output(tx, cls, args, kwargs)
+        if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+            from .functions import bind_args
+
+            new = cls.__new__
+            bound = bind_args(
+                new.__code__,
+                cls.__name__,
+                [self, *args],
+                kwargs,
+                [tx.output.wrap_const(d) for d in (new.__defaults__ or ())],
+                None,
+            )
+            return TupleVar([bound[f] for f in cls._fields], py_type=cls)
+        if type(cls) is not type or cls.__new__ is not object.__new__:
+            raise Unsupported(f"constructing {cls.__name__} (custom __new__ or metaclass)")
+        if getattr(cls, "__slots__", None) is not None:
+            raise Unsupported(f"constructing {cls.__name__} with __slots__")
+        obj = ObjectVar(cls)
+        tx.output.side_effects.new_object(obj)
+        init = _class_attr(cls, "__init__")
+        if init is object.__init__:
+            if args or kwargs:
+                raise Unsupported("object() takes no arguments")
+            return obj
+        if not isinstance(init, types.FunctionType):
+            raise Unsupported(f"{cls.__name__}.__init__ is not a Python function")
+        UserFunctionVar(init).call(tx, [obj, *args], kwargs)
+        return obj
+
+    def reconstruct(self, cg):
+        c = self.cls
+        return lambda ctx: c
+
+    def __repr__(self):
+        return f"Class({self.cls.__name__})"
+
+
+def _model_output(tx, cls, args, kwargs):
+    """transformers-style ModelOutput: an ordered dict of its non-None dataclass fields."""
+    fields = [f.name for f in dataclasses.fields(cls)]
+    vals = dict(zip(fields, args))
+    vals.update(kwargs)
+    items = {}
+    for f in fields:
+        v = vals.get(f)
+        if v is None or (v.is_const() and v.const() is None):
+            continue
+        items[f] = v
+    first = vals.get(fields[0]) if fields else None
+    if first is not None and not (first.is_const() and first.const() is None):
+        from .tensor import TensorVar
+
+        if not isinstance(first, TensorVar) and len(items) == 1:
+            raise Unsupported(f"{cls.__name__} built from a non-tensor first field")
+    return DictVar(items, py_type=cls)
+
+
+class PythonModuleVar(Var):
+    def __init__(self, mod, source=None):
+        self.mod = mod
+        self.source = source
+        name = mod.__name__
+        self.trusted = name == "torch" or name.startswith("torch.") or name in _STDLIB_MODULES
+
+    def python_type(self):
+        return types.ModuleType
+
+    def getattr(self, tx, name):
+        try:
+            v = getattr(self.mod, name)
+        except AttributeError as e:
+            raise Unsupported(f"module {self.mod.__name__} has no attribute {name}") from e
+        # Library modules are assumed not to be patched while compiled code is live.
+        src = None if self.trusted or self.source is None else self.source.attr(name)
+        return tx.output.wrap(v, src)
+
+    def reconstruct(self, cg):
+        m = self.mod
+        return lambda ctx: m
+
+
+_STDLIB_MODULES = {
+    "math",
+    "operator",
+    "functools",
+    "itertools",
+    "collections",
+    "typing",
+    "dataclasses",
+    "inspect",
+    "warnings",
+    "numbers",
+    "enum",
+    "copy",
+}
+
+
+class CellVar(Var):
+    """A cell: a real one (``real`` source) or one that lives only in the trace."""
+
+    def __init__(self, source=None, contents: Var | None = None, real=None):
+        self.source = source  # source of the cell object itself
+        self.contents = contents
+        self.real = real
+        self.loaded = contents is not None or real is None
+
+    def load(self, tx):
+        if not self.loaded:
+            try:
+                v = self.real.cell_contents
+            except ValueError as e:
+                raise Unsupported("empty cell") from e
+            self.contents = tx.output.wrap(
+                v, Source(f"{self.source.expr}.cell_contents") if self.source else None
+            )
+            self.loaded = True
+        if self.contents is None:
+            raise Unsupported("empty cell (NameError)")
+        return self.contents
+
+    def store(self, tx, v):
+        tx.output.side_effects.mutate(self)
+        self.contents = v
+        self.loaded = True
+
+
+class GradModeVar(Var):
+    """``torch.no_grad()`` / ``enable_grad()`` / ``set_grad_enabled(b)`` as a context manager."""
+
+    def __init__(self, mode: bool, call_sets_now: bool = False):
+        self.mode = mode
+        self.prev = None
+
+    def enter(self, tx):
+        if self.prev is not None:  # set_grad_enabled(b) already switched when called
+            return ConstVar(None)
+        self.prev = torch.is_grad_enabled()
+        tx.output.set_grad_mode(self.mode)
+        return ConstVar(None)
+
+    def exit(self, tx):
+        tx.output.set_grad_mode(self.prev)
+        return ConstVar(False)
+
+    def getattr(self, tx, name):
+        if name == "__enter__":
+            return _CtxMethod(self, "enter")
+        if name == "__exit__":
+            return _CtxMethod(self, "exit")
+        raise Unsupported(f"grad mode attribute {name}")
+
+    def reconstruct(self, cg):
+        raise Unsupported("grad-mode context alive at a graph break")
+
+
+class _CtxMethod(Var):
+    def __init__(self, ctx, which):
+        self.ctx = ctx
+        self.which = which
+
+    def call(self, tx, args, kwargs):
+        return getattr(self.ctx, self.which)(tx)
+
+    def reconstruct(self, cg):
+        raise Unsupported("context manager alive at a graph break")
+
+
+class SuperVar(Var):
+    def __init__(self, cls, obj: Var):
+        self.cls = cls
+        self.obj = obj
+
+    def getattr(self, tx, name):
+        obj_type = self.obj.cls if isinstance(self.obj, ObjectVar) else self.obj.python_type()
+        mro = obj_type.__mro__
+        try:
+            start = mro.index(self.cls) + 1
+        except ValueError as e:
+            raise Unsupported("super(): class not in MRO") from e
+        for klass in mro[start:]:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                if isinstance(attr, types.FunctionType):
+                    return BoundMethodVar(UserFunctionVar(attr), self.obj)
+                if isinstance(attr, property):
+                    return UserFunctionVar(attr.fget).call(tx, [self.obj], {})
+                if attr is object.__init__:
+                    return _NoOp()
+                raise Unsupported(f"super().{name} is {type(attr).__name__}")
+        raise Unsupported(f"super() has no attribute {name}")
+
+
+class _NoOp(Var):
+    def call(self, tx, args, kwargs):
+        return ConstVar(None)

@@ -1,0 +1,179 @@
+"""Tensors in the graph: attribute reads, methods, operators."""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from ..exc import Unsupported
+from .base import ConstVar, Var
+
+# Metadata the trace specialises on (guarded by the inputs' TENSOR_MATCH guards).
+CONST_ATTRS = {
+    "shape",
+    "dtype",
+    "device",
+    "ndim",
+    "is_cuda",
+    "is_cpu",
+    "is_meta",
+    "layout",
+    "requires_grad",
+    "is_leaf",
+    "is_sparse",
+    "is_quantized",
+    "is_nested",
+    "is_mps",
+}
+# Views/derived tensors read as attributes.
+TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
+# Methods that read data, touch storage or autograd internals: always a graph break.
+DATA_METHODS = {
+    "item",
+    "tolist",
+    "numpy",
+    "__bool__",
+    "__int__",
+    "__float__",
+    "__index__",
+    "__len__",
+    "data_ptr",
+    "untyped_storage",
+    "storage",
+    "equal",
+    "allclose",
+    "is_nonzero",
+    "backward",
+    "register_hook",
+    "retain_grad",
+    "__array__",
+    "__repr__",
+    "__str__",
+    "__format__",
+    "nonzero",
+    "record_stream",
+    "share_memory_",
+    "pin_memory",
+    "set_",
+    "resize_",
+    "resize_as_",
+}
+# Methods answered from metadata.
+META_METHODS = {
+    "size",
+    "dim",
+    "numel",
+    "stride",
+    "is_contiguous",
+    "is_floating_point",
+    "is_complex",
+    "element_size",
+    "get_device",
+    "nelement",
+    "ndimension",
+    "storage_offset",
+    "type",
+}
+
+
+class TensorVar(Var):
+    def __init__(self, node, example, device, source=None):
+        self.node = node
+        self.example = example
+        self.device = device
+        self.source = source
+        node.meta["val"] = example
+
+    def python_type(self):
+        return torch.nn.Parameter if isinstance(self.example, torch.nn.Parameter) else torch.Tensor
+
+    def truth(self, tx):
+        raise Unsupported("data-dependent control flow: truth value of a tensor")
+
+    def getattr(self, tx, name):
+        ex = self.example
+        if name == "device":
+            return ConstVar(self.device)
+        if name == "is_cuda":
+            return ConstVar(self.device.type == "cuda")
+        if name == "is_cpu":
+            return ConstVar(self.device.type == "cpu")
+        if name == "is_meta":
+            return ConstVar(self.device.type == "meta")
+        if name in CONST_ATTRS:
+            return ConstVar(getattr(ex, name))
+        if name in TENSOR_ATTRS:
+            return tx.output.call_op("call_function", getattr, [self, ConstVar(name)], {})
+        if name in ("data", "grad", "grad_fn", "_base", "_version"):
+            raise Unsupported(f"Tensor.{name}")
+        attr = getattr(torch.Tensor, name, None)
+        if attr is None:
+            raise Unsupported(f"unknown Tensor attribute {name!r}")
+        if callable(attr):
+            return TensorMethodVar(self, name)
+        raise Unsupported(f"Tensor attribute {name!r}")
+
+    def setattr(self, tx, name, value):
+        if name == "requires_grad" and value.is_const():
+            self.example.requires_grad = value.const()
+            tx.output.call_op("call_method", "requires_grad_", [self, value], {}, ret_self=True)
+            return
+        raise Unsupported(f"setting Tensor.{name}")
+
+    def unpack(self, tx):
+        if self.example.dim() == 0:
+            raise Unsupported("iterating over a 0-d tensor")
+        return [
+            tx.output.call_op("call_function", operator.getitem, [self, ConstVar(i)], {})
+            for i in range(self.example.shape[0])
+        ]
+
+    def call_method(self, tx, name, args, kwargs):
+        return tensor_method(tx, self, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        return cg.graph_output(self)
+
+    def __repr__(self):
+        return f"Tensor({self.node.name}, {tuple(self.example.shape)}, {self.example.dtype})"
+
+
+class TensorMethodVar(Var):
+    def __init__(self, tensor: TensorVar, name: str):
+        self.tensor = tensor
+        self.name = name
+
+    def call(self, tx, args, kwargs):
+        return tensor_method(tx, self.tensor, self.name, args, kwargs)
+
+    def reconstruct(self, cg):
+        t = cg.rebuild(self.tensor)
+        name = self.name
+        return lambda ctx: getattr(t(ctx), name)
+
+    def __repr__(self):
+        return f"TensorMethod({self.name})"
+
+
+def tensor_method(tx, t: TensorVar, name, args, kwargs):
+    if name in DATA_METHODS:
+        raise Unsupported(f"Tensor.{name}() reads tensor data")
+    if name in META_METHODS:
+        if not all(a.is_const() for a in args) or not all(v.is_const() for v in kwargs.values()):
+            raise Unsupported(f"Tensor.{name} with non-constant arguments")
+        if name == "type" and (args or kwargs):
+            return tx.output.call_op("call_method", name, [t, *args], kwargs)
+        if name == "get_device":
+            return ConstVar(-1 if t.device.type == "cpu" else t.device.index)
+        v = getattr(t.example, name)(
+            *[a.const() for a in args], **{k: v.const() for k, v in kwargs.items()}
+        )
+        return tx.output.wrap_const(v)
+    if name in ("cpu",) and t.device.type == "cpu":
+        return t
+    if name == "__setitem__":
+        tx.output.call_op("call_function", operator.setitem, [t, *args], kwargs, ret_self=True)
+        return ConstVar(None)
+    inplace = name.endswith("_") and not name.endswith("__")
+    return tx.output.call_op("call_method", name, [t, *args], kwargs, ret_self=inplace)

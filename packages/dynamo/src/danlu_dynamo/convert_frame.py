@@ -1,0 +1,472 @@
+"""Running a frame through capture: per-code caches of compiled segments, guard checks,
+graph breaks, and the eager stepper between segments.
+
+A frame runs as a chain of *segments*.  A segment starts at a bytecode offset with a concrete
+frame state (locals, stack, cells), is traced into a graph, and ends either at the frame's
+return or at a graph break; at a break the unsupported instruction runs eagerly and the next
+segment starts after it.  Segments are cached per (code object, start offset) and guarded.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import sys
+import threading
+import time
+import types
+
+import torch
+
+from .capture.eager_step import FrameState, Returned, in_try_region, step
+from .capture.exc import GraphBreakError, Unsupported
+from .capture.output_graph import OutputGraph, Rebuilder
+from .capture.runtime_values import NULL
+from .capture.translator import BreakAt, root_translator
+from .capture.variables.tensor import TensorVar
+
+log = logging.getLogger("danlu_dynamo")
+log_breaks = logging.getLogger("danlu_dynamo.graph_breaks")
+log_recompiles = logging.getLogger("danlu_dynamo.recompiles")
+log_guards = logging.getLogger("danlu_dynamo.guards")
+log_graph = logging.getLogger("danlu_dynamo.graph")
+
+RECOMPILE_LIMIT = 8
+MAX_RESTARTS = 16
+_SKIP_CO_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+class _RunCtx:
+    __slots__ = ("L", "G", "C", "K", "outs", "memo")
+
+    def __init__(self, L, G, C, K, outs):
+        self.L, self.G, self.C, self.K, self.outs = L, G, C, K, outs
+        self.memo = {}
+
+
+class GraphBreak:
+    """One graph break, for explain and logs."""
+
+    def __init__(self, reason, user_loc, code, offset):
+        self.reason, self.user_loc, self.code, self.offset = reason, user_loc, code, offset
+
+    def __str__(self):
+        return f"{self.user_loc}: {self.reason}"
+
+
+class Segment:
+    def __init__(self):
+        self.check = None
+        self.fetch = None
+        self.compiled = None
+        self.kind = "return"  # "return" | "break" | "eager_call"
+        self.ret = None
+        self.locals_fns = {}
+        self.stack_fns = []
+        self.cell_fns = {}
+        self.replays = []
+        self.break_offset = None
+        self.kw_names = None
+        self.gm = None
+        self.guards = None
+        self.graph_break = None
+        self.capture_time = 0.0
+
+    def run(self, fs: FrameState):
+        L = fs.snapshot()
+        inputs = self.fetch(L, fs.G, fs.C, fs.K)
+        outs = self.compiled(*inputs) if self.compiled is not None else ()
+        ctx = _RunCtx(L, fs.G, fs.C, fs.K, outs)
+        if self.kind == "return":
+            value = self.ret(ctx)
+            _replay(self.replays, ctx)
+            raise Returned(value)
+        new_locals = {n: f(ctx) for n, f in self.locals_fns.items()}
+        new_stack = [f(ctx) for f in self.stack_fns]
+        new_cells = {n: f(ctx) for n, f in self.cell_fns.items()}
+        _replay(self.replays, ctx)
+        fs.L = new_locals
+        fs.stack = new_stack
+        fs.K = new_cells
+        fs.kw_names = self.kw_names
+        fs.offset = self.break_offset
+
+
+def _replay(replays, ctx):
+    vals = [(get(ctx), apply) for get, apply in replays]
+    for v, apply in vals:
+        apply(v)
+
+
+class CodeCache:
+    def __init__(self):
+        self.entries: dict[int, list[Segment]] = {}
+        self.failed: set[int] = set()
+
+
+class CaptureContext:
+    """One ``optimize(...)`` call: backend, options, caches, and what explain reports."""
+
+    def __init__(self, backend, fullgraph=False):
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.caches: dict[types.CodeType, CodeCache] = {}
+        self.records: list = []  # segments compiled, in order
+        self.breaks: list[GraphBreak] = []
+        self.eager_reasons: list[str] = []
+        self.lock = threading.RLock()
+
+    def reset(self):
+        self.caches.clear()
+        self.records.clear()
+        self.breaks.clear()
+        self.eager_reasons.clear()
+
+
+_tls = threading.local()
+
+
+def current_context():
+    return getattr(_tls, "ctx", None)
+
+
+# ---------------------------------------------------------------------------------- entry
+
+
+def run_function(ctx: CaptureContext, fn, args, kwargs):
+    """Call ``fn(*args, **kwargs)`` through capture."""
+    code = fn.__code__
+    if code.co_flags & _SKIP_CO_FLAGS or not _is_user_code(code):
+        return fn(*args, **kwargs)
+    try:
+        bound = _signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return fn(*args, **kwargs)  # let Python raise its own argument error
+    bound.apply_defaults()
+    L = dict(bound.arguments)
+    fs = FrameState(code, fn, L, fn.__globals__, fn.__closure__ or (), {}, [], None, 0)
+    prev = getattr(_tls, "ctx", None)
+    _tls.ctx = ctx
+    try:
+        return run_state(ctx, fs)
+    finally:
+        _tls.ctx = prev
+
+
+_sig_cache: dict = {}
+
+
+def _signature(fn):
+    s = _sig_cache.get(fn)
+    if s is None:
+        s = inspect.signature(fn, follow_wrapped=False)
+        _sig_cache[fn] = s
+    return s
+
+
+def run_state(ctx: CaptureContext, fs: FrameState):
+    cache = ctx.caches.get(fs.code)
+    if cache is None:
+        cache = ctx.caches[fs.code] = CodeCache()
+    call_hook = _make_call_hook(ctx)
+    while True:
+        off = fs.offset
+        if off not in cache.failed and not in_try_region(fs.code, off):
+            seg = _lookup(cache, fs)
+            if seg is None:
+                seg = _compile(ctx, cache, fs)
+            if seg is not None:
+                if seg.kind == "eager_call":
+                    return fs.fn(*_rebind(fs))
+                try:
+                    seg.run(fs)
+                except Returned as r:
+                    return r.value
+                # graph break: run the unsupported instruction eagerly
+                try:
+                    step(fs, call_hook)
+                except Returned as r:
+                    return r.value
+                continue
+        try:
+            step(fs, call_hook)
+        except Returned as r:
+            return r.value
+
+
+def _rebind(fs):
+    # Only used for offset-0 frames: the original arguments in order.
+    code = fs.code
+    n = code.co_argcount + code.co_kwonlyargcount
+    names = code.co_varnames[:n]
+    return [fs.L[n_] for n_ in names[: code.co_argcount]]
+
+
+def _lookup(cache: CodeCache, fs: FrameState):
+    entries = cache.entries.get(fs.offset)
+    if not entries:
+        return None
+    L = fs.snapshot()
+    for i, seg in enumerate(entries):
+        try:
+            ok = seg.check(L, fs.G, fs.C, fs.K)
+        except Exception:  # a guard that cannot even be evaluated is a miss
+            ok = False
+        if ok:
+            if i:
+                entries.insert(0, entries.pop(i))
+            return seg
+    return None
+
+
+def _make_call_hook(ctx):
+    def call_hook(fn, args, kwargs):
+        target = _capturable(fn)
+        if target is not None:
+            f, pre = target
+            return run_function(ctx, f, [*pre, *args], kwargs)
+        return fn(*args, **kwargs)
+
+    return call_hook
+
+
+_SKIP_PREFIXES = (
+    "torch",
+    "danlu_dynamo",
+    "danlu_primtorch",
+    "danlu_aotautograd",
+    "danlu_inductor",
+    "danlu",
+    "numpy",
+    "_pytest",
+    "pytest",
+    "logging",
+    "typing",
+    "importlib",
+    "inspect",
+    "functools",
+    "collections",
+    "contextlib",
+    "abc",
+    "copy",
+    "warnings",
+    "threading",
+    "dataclasses",
+    "enum",
+    "re",
+    "os",
+    "posixpath",
+)
+_STDLIB = sys.prefix
+
+
+def _is_user_code(code) -> bool:
+    fname = code.co_filename
+    if "/torch/" in fname or "/danlu_" in fname or fname.startswith("<frozen"):
+        return False
+    if fname.startswith(sys.base_prefix + "/lib/python") and "site-packages" not in fname:
+        return False
+    return True
+
+
+def _capturable(fn):
+    if isinstance(fn, types.FunctionType):
+        return (fn, ()) if _is_user_code(fn.__code__) else None
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        return (fn.__func__, (fn.__self__,)) if _is_user_code(fn.__func__.__code__) else None
+    if isinstance(fn, torch.nn.Module):
+        m = fn
+        mm = torch.nn.modules.module
+        if (
+            m._forward_hooks
+            or m._forward_pre_hooks
+            or m._backward_hooks
+            or m._backward_pre_hooks
+            or mm._global_forward_hooks
+            or mm._global_forward_pre_hooks
+            or mm._global_backward_hooks
+            or mm._global_backward_pre_hooks
+        ):
+            return None
+        if "forward" in m.__dict__:
+            return None
+        fwd = type(m).forward
+        if isinstance(fwd, types.FunctionType) and _is_user_code(fwd.__code__):
+            return (fwd, (m,))
+    return None
+
+
+# ---------------------------------------------------------------------------------- compile
+
+
+def _compile(ctx: CaptureContext, cache: CodeCache, fs: FrameState):
+    n_entries = len(cache.entries.get(fs.offset, ()))
+    if n_entries >= RECOMPILE_LIMIT:
+        log_recompiles.warning(
+            "%s:%s offset %d hit the recompile limit (%d); running eagerly",
+            fs.code.co_filename,
+            fs.code.co_firstlineno,
+            fs.offset,
+            RECOMPILE_LIMIT,
+        )
+        cache.failed.add(fs.offset)
+        ctx.eager_reasons.append(f"{_loc(fs.code)}: recompile limit reached")
+        return None
+    if n_entries:
+        log_recompiles.info(
+            "recompiling %s (offset %d): guards failed for all %d entries",
+            _loc(fs.code),
+            fs.offset,
+            n_entries,
+        )
+    t0 = time.perf_counter()
+    try:
+        seg = _trace_segment(ctx, fs)
+    except GraphBreakError:
+        raise
+    except Unsupported as e:
+        if ctx.fullgraph:
+            raise GraphBreakError(f"{e.user_loc or _loc(fs.code)}: {e.reason}") from e
+        log_breaks.info("cannot capture %s from offset %d: %s", _loc(fs.code), fs.offset, e.reason)
+        ctx.eager_reasons.append(f"{e.user_loc or _loc(fs.code)}: {e.reason} (ran eagerly)")
+        cache.failed.add(fs.offset)
+        return None
+    seg.capture_time = time.perf_counter() - t0
+    cache.entries.setdefault(fs.offset, []).insert(0, seg)
+    ctx.records.append(seg)
+    if seg.graph_break is not None:
+        ctx.breaks.append(seg.graph_break)
+    return seg
+
+
+def _loc(code):
+    return f"{code.co_filename}:{code.co_firstlineno} ({code.co_name})"
+
+
+def _trace_segment(ctx, fs: FrameState) -> Segment:
+    break_at: set[int] = set()
+    reason = None
+    for _ in range(MAX_RESTARTS):
+        out = OutputGraph(fs.G)
+        tx = root_translator(
+            fs.code,
+            fs.G,
+            fs.snapshot(),
+            fs.K,
+            fs.C,
+            out,
+            start_offset=fs.offset,
+            stack_len=len(fs.stack),
+            kw_names=fs.kw_names,
+        )
+        tx.break_offsets = break_at
+        try:
+            with torch.no_grad() if False else _Nothing():
+                ret = tx.run()
+            return _finish(ctx, fs, out, tx, ret, None)
+        except BreakAt:
+            return _finish(ctx, fs, out, tx, None, reason)
+        except Unsupported as e:
+            off = tx.current.offset
+            if ctx.fullgraph:
+                raise GraphBreakError(f"graph break at {e.user_loc}: {e.reason}") from e
+            if off in break_at:
+                raise
+            if off == fs.offset and tx.count <= 1:
+                # Breaking at the very first instruction: an empty segment that just steps it.
+                reason = GraphBreak(e.reason, e.user_loc, fs.code, off)
+                return _empty_break(ctx, fs, out, tx, reason)
+            break_at = break_at | {off}
+            reason = GraphBreak(e.reason, e.user_loc, fs.code, off)
+        finally:
+            out.restore_global_state()
+    raise Unsupported("too many graph-break restarts")
+
+
+class _Nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _empty_break(ctx, fs, out, tx, reason):
+    # No graph: the state is unchanged; guard on nothing but what was read (cheap identity).
+    seg = Segment()
+    seg.kind = "break"
+    seg.check = out.guards.compile()
+    seg.guards = out.guards
+    seg.fetch = lambda L, G, C, K: ()
+    seg.locals_fns = {n: (lambda ctx, n=n: ctx.L[n]) for n in fs.L}
+    seg.stack_fns = [(lambda ctx, i=i: ctx.L[f"___stack{i}"]) for i in range(len(fs.stack))]
+    seg.cell_fns = {n: (lambda ctx, n=n: ctx.K[n]) for n in fs.K}
+    seg.break_offset = fs.offset
+    seg.kw_names = fs.kw_names
+    seg.graph_break = reason
+    log_breaks.info("graph break at %s: %s", reason.user_loc, reason.reason)
+    return seg
+
+
+def _finish(ctx, fs, out: OutputGraph, tx, ret, reason) -> Segment:
+    seg = Segment()
+    cg = Rebuilder(out)
+    if ret is not None:
+        seg.kind = "return"
+        seg.ret = cg.rebuild(ret)
+    else:
+        seg.kind = "break"
+        seg.break_offset = tx.current.offset
+        seg.kw_names = tx.kw_names
+        seg.graph_break = reason
+        if in_try_region(fs.code, seg.break_offset) and _has_ctx_on_stack(tx):
+            raise Unsupported("graph break inside a with block")
+        seg.locals_fns = {n: cg.rebuild(v) for n, v in tx.locals.items()}
+        seg.stack_fns = [cg.rebuild(v) for v in tx.stack]
+        own = set(fs.code.co_cellvars)
+        seg.cell_fns = {n: cg.real_cell(c) for n, c in tx.cells.items() if n in own}
+        log_breaks.info("graph break at %s: %s", reason.user_loc, reason.reason)
+    seg.replays = cg.side_effect_replays()
+    nodes = cg.graph_outputs
+    out.graph.output(tuple(nodes))
+    seg.guards = out.guards
+    seg.check = out.guards.compile()
+    sources = [s.expr for s in out.input_sources]
+    fetch_src = "lambda L, G, C, K: (" + "".join(f"{s}, " for s in sources) + ")"
+    from .capture.output_graph import _SOURCE_ENV
+
+    seg.fetch = eval(fetch_src, dict(_SOURCE_ENV))
+    gm = torch.fx.GraphModule(torch.nn.Module(), out.graph)
+    seg.gm = gm
+    seg.num_ops = out.num_ops()
+    if (
+        seg.kind == "return"
+        and seg.num_ops == 0
+        and fs.offset == 0
+        and not seg.replays
+        and not any(n.op == "call_function" for n in out.graph.nodes)
+    ):
+        seg.kind = "eager_call" if _only_positional(fs.code) else seg.kind
+    if seg.num_ops > 0:
+        log_graph.info("captured graph (%d ops) for %s:\n%s", seg.num_ops, _loc(fs.code), gm.code)
+        seg.compiled = ctx.backend(gm, list(out.input_values))
+    elif nodes:
+        seg.compiled = gm
+    log_guards.debug("guards for %s offset %d:\n%s", _loc(fs.code), fs.offset, out.guards)
+    return seg
+
+
+def _only_positional(code):
+    return (
+        not (code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS))
+        and code.co_kwonlyargcount == 0
+    )
+
+
+def _has_ctx_on_stack(tx):
+    from .capture.variables.objects import _CtxMethod
+
+    return any(isinstance(v, _CtxMethod) for v in tx.stack)
+
+
+__all__ = ["CaptureContext", "run_function", "current_context", "NULL", "TensorVar"]

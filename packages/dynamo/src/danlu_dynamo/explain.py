@@ -1,0 +1,105 @@
+"""``explain(fn)(*args)``: run once through capture and report graphs, breaks and guards."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import torch
+
+from .backends import eager
+from .convert_frame import GraphBreak
+from .optimize import optimize
+
+
+@dataclasses.dataclass
+class ExplainOutput:
+    graphs: list  # torch.fx.GraphModule per captured segment with ops
+    graph_count: int
+    graph_break_count: int
+    break_reasons: list  # GraphBreak (reason, user_loc)
+    ops_per_graph: list  # list[list[str]]
+    guards: list  # list[str] per segment
+    eager_regions: list  # code that ran eagerly, and why
+    capture_time: float  # seconds spent tracing (all segments)
+    wall_time: float
+
+    @property
+    def op_count(self):
+        return sum(len(o) for o in self.ops_per_graph)
+
+    def __str__(self):
+        lines = [
+            f"Graph count: {self.graph_count}",
+            f"Graph break count: {self.graph_break_count}",
+            f"Op count: {self.op_count}",
+            f"Capture time: {self.capture_time * 1000:.1f} ms",
+        ]
+        if self.break_reasons:
+            lines.append("Break reasons:")
+            for i, b in enumerate(self.break_reasons, 1):
+                lines.append(f"  {i}. {b.user_loc}: {b.reason}")
+        if self.eager_regions:
+            lines.append("Ran eagerly:")
+            lines.extend(f"  - {r}" for r in self.eager_regions)
+        for i, ops in enumerate(self.ops_per_graph):
+            lines.append(f"Graph {i}: {len(ops)} ops")
+            for op in ops:
+                lines.append(f"    {op}")
+        lines.append("Guards:")
+        for i, g in enumerate(self.guards):
+            lines.append(f"  segment {i}:")
+            lines.extend(f"    {x}" for x in g.splitlines())
+        return "\n".join(lines)
+
+
+def _op_name(node):
+    t = node.target
+    if node.op == "call_method":
+        return f"Tensor.{t}"
+    mod = getattr(t, "__module__", None)
+    name = getattr(t, "__name__", str(t))
+    return f"{mod}.{name}" if mod else name
+
+
+def explain(fn, *extra_args, **extra_kwargs):
+    def run(*args, **kwargs):
+        graphs = []
+
+        def backend(gm, example_inputs):
+            graphs.append(gm)
+            return eager(gm, example_inputs)
+
+        opt = optimize(backend)(fn)
+        t0 = time.perf_counter()
+        opt(*args, **kwargs)
+        wall = time.perf_counter() - t0
+        ctx = opt._capture_ctx
+        segs = [s for s in ctx.records if s.num_ops > 0]
+        ops = [
+            [
+                _op_name(n)
+                for n in s.gm.graph.nodes
+                if n.op in ("call_function", "call_method")
+                and not (getattr(n.target, "__name__", "") == "getitem")
+            ]
+            for s in segs
+        ]
+        return ExplainOutput(
+            graphs=graphs,
+            graph_count=len(segs),
+            graph_break_count=len(ctx.breaks),
+            break_reasons=list(ctx.breaks),
+            ops_per_graph=ops,
+            guards=[str(s.guards) for s in ctx.records],
+            eager_regions=list(ctx.eager_reasons),
+            capture_time=sum(s.capture_time for s in ctx.records),
+            wall_time=wall,
+        )
+
+    if extra_args or extra_kwargs:
+        return run(*extra_args, **extra_kwargs)
+    return run
+
+
+__all__ = ["ExplainOutput", "GraphBreak", "explain", "torch"]

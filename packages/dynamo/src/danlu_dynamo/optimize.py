@@ -1,0 +1,84 @@
+"""``optimize(backend)``: wrap a function or an nn.Module so that calls run through capture."""
+
+from __future__ import annotations
+
+import functools
+import types
+
+import torch
+
+from .backends import lookup_backend
+from .convert_frame import CaptureContext, _capturable, run_function
+
+_contexts: list = []
+
+
+class OptimizedModule(torch.nn.Module):
+    """Wraps a module; ``forward`` runs ``type(mod).forward`` through capture."""
+
+    def __init__(self, mod: torch.nn.Module, ctx: CaptureContext):
+        super().__init__()
+        self._orig_mod = mod
+        self._capture_ctx = ctx
+
+    def forward(self, *args, **kwargs):
+        mod = self._orig_mod
+        target = _capturable(mod)
+        if target is None:  # hooks or a non-Python forward: run the module eagerly
+            return mod(*args, **kwargs)
+        f, pre = target
+        return run_function(self._capture_ctx, f, [*pre, *args], kwargs)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_orig_mod"], name)
+
+
+class _Optimizer:
+    def __init__(self, backend, fullgraph):
+        self.ctx = CaptureContext(lookup_backend(backend), fullgraph=fullgraph)
+        _contexts.append(self.ctx)
+
+    def __call__(self, fn):
+        ctx = self.ctx
+        if isinstance(fn, torch.nn.Module):
+            return OptimizedModule(fn, ctx)
+        if isinstance(fn, types.MethodType):
+            func, self_ = fn.__func__, fn.__self__
+
+            @functools.wraps(func)
+            def bound(*args, **kwargs):
+                return run_function(ctx, func, [self_, *args], kwargs)
+
+            bound._capture_ctx = ctx
+            return bound
+        if not isinstance(fn, types.FunctionType):
+            raise TypeError(f"optimize() expects a function or nn.Module, got {type(fn).__name__}")
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return run_function(ctx, fn, args, kwargs)
+
+        wrapper._capture_ctx = ctx
+        wrapper._orig_fn = fn
+        return wrapper
+
+
+def optimize(backend="eager", *, fullgraph: bool = False, dynamic=None):
+    """``optimize(backend)(fn_or_module)``: capture graphs and hand them to ``backend``.
+
+    ``backend`` is a callable ``backend(gm, example_inputs) -> callable`` or a registered name
+    (``"eager"``).  ``fullgraph=True`` raises ``GraphBreakError`` instead of breaking the graph.
+    ``dynamic`` may be None/False (static shapes: a new shape recompiles).
+    """
+    if dynamic:
+        raise NotImplementedError("dynamic shapes are not supported yet: a shape change recompiles")
+    return _Optimizer(backend, fullgraph)
+
+
+def reset():
+    """Drop every compiled segment and cache."""
+    for ctx in _contexts:
+        ctx.reset()
