@@ -1,0 +1,1 @@
+"""Code generation: kernels (per backend) and the Python wrapper that calls them."""

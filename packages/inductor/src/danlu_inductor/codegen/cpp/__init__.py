@@ -1,0 +1,1 @@
+"""The C++/OpenMP backend: kernels as C++ functions, gcc, an on-disk cache, ctypes."""

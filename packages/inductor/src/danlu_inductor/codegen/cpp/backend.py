@@ -1,0 +1,40 @@
+"""The C++ backend's face to the wrapper: make kernels, build them into one library."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+from danlu_inductor.codegen.cpp.compiler import compile_library
+from danlu_inductor.codegen.cpp.kernel import CppKernel
+from danlu_inductor.codegen.cpp.prelude import PRELUDE
+
+
+@dataclass
+class KernelArtifact:
+    name: str
+    source: str
+    params: list[str]  # buffer names, in the C function's parameter order
+    uses_err: bool
+
+
+class CppBackend:
+    name = "cpp"
+
+    def make_kernel(self, group, name, buffer_dtypes, local_buffers) -> KernelArtifact:
+        k = CppKernel(group, name, buffer_dtypes, local_buffers, outputs=None)
+        source = k.codegen()
+        return KernelArtifact(name, source, list(k.params), k.uses_indirect)
+
+    def build(self, kernel_names, kernel_sources, nargs):
+        if not kernel_names:
+            return {}, None, ""
+        source = PRELUDE + "\n" + "\n".join(kernel_sources)
+        lib, path = compile_library(source, kernel_names)
+        fns = {}
+        for n in kernel_names:
+            fn = getattr(lib, n)
+            fn.restype = None
+            fn.argtypes = [ctypes.c_void_p] * nargs[n]
+            fns[n] = fn
+        return fns, path, source

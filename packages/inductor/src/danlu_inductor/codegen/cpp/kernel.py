@@ -1,0 +1,449 @@
+"""One fused group -> one C++ function.
+
+Layout of a kernel over outer space X and reduction space R:
+
+    #pragma omp parallel for collapse(..)     <- outer loops over X (threads)
+    for x...:
+        [x phase]   members placed "x": one value per outer index
+        [r phase]   accumulators; for r...: members placed "xr"/"reduction"; finish
+        ...         (phases in dependency order)
+
+Pointwise-only kernels have no R: the innermost X loop is the `omp simd` loop. When X is too
+small to feed the threads, reductions split R across threads instead, each thread keeping a
+partial accumulator that is combined in thread order afterwards (deterministic).
+"""
+
+from __future__ import annotations
+
+import sympy
+import torch
+
+from danlu_inductor.codegen.cpp.overrides import CppOverrides, CSEVar
+from danlu_inductor.codegen.cpp.printer import STORAGE_CTYPE, cexpr, value_ctype
+from danlu_inductor.ir.ops import V
+from danlu_inductor.ir.symbols import FloorDiv, index_vars, sym, to_int
+
+PARALLEL_THRESHOLD = 16384  # elements of work below which threads cost more than they give
+SPLIT_MAX_X = 8  # reductions with fewer outer iterations split R across threads
+SPLIT_MIN_R = 32768
+MAX_THREADS = 256
+
+
+class Scope:
+    def __init__(self, parent=None):
+        self.lines: list[str] = []
+        self.cache = dict(parent.cache) if parent is not None else {}
+
+
+class CppKernel:
+    def __init__(self, group, kernel_name: str, buffer_dtype, local_buffers: set[str], outputs):
+        self.g = group
+        self.kernel_name = kernel_name
+        self.buffer_dtype = buffer_dtype  # name -> dtype
+        self.local_buffers = local_buffers
+        self.params: dict[str, str] = {}  # buffer name -> pointer name
+        self.param_out: dict[str, bool] = {}
+        self.outputs = outputs  # names this kernel stores to memory
+        self.scope = Scope()
+        self.locals: dict[str, CSEVar] = {}
+        self.n = 0
+        self.uses_indirect = False
+        self.overrides = CppOverrides(self)
+        self._plan_loops()
+
+    # ---------------------------------------------------------------- loop variables
+    def _plan_loops(self):
+        g = self.g
+        exprs = []
+        for n in g.nodes:
+            exprs += [e for _, e, _ in g.reads_in_kernel(n)]
+            exprs.append(g.write_in_kernel(n))
+        self.xsizes, xsub = _merge_dims([to_int(s) for s in g.xsizes], g.xvars, exprs, "x")
+        self.rsizes, rsub = _merge_dims([to_int(s) for s in g.rsizes], g.rvars, exprs, "r")
+        self.sub = {**xsub, **rsub}
+        self.xvars = index_vars("x", len(self.xsizes)) if self.sub else g.xvars
+        self.rvars = index_vars("r", len(self.rsizes)) if self.sub else g.rvars
+        if xsub == {} and len(self.xsizes) == len(g.xvars):
+            self.xvars = g.xvars
+        if rsub == {} and len(self.rsizes) == len(g.rvars):
+            self.rvars = g.rvars
+
+    def _final(self, exprs):
+        return [sympy.expand(sympy.sympify(e).xreplace(self.sub)) if self.sub else e for e in exprs]
+
+    # --------------------------------------------------------------------------- emitting
+    def emit(self, expr: str, dtype) -> CSEVar:
+        hit = self.scope.cache.get(expr)
+        if hit is not None and hit.dtype == dtype:
+            return hit
+        name = f"tmp{self.n}"
+        self.n += 1
+        self.scope.lines.append(f"{value_ctype(dtype)} {name} = {expr};")
+        var = CSEVar(name, dtype)
+        self.scope.cache[expr] = var
+        return var
+
+    def line(self, text):
+        self.scope.lines.append(text)
+
+    def ptr(self, name, out=False):
+        if name not in self.params:
+            self.params[name] = f"{'out' if out else 'in'}_ptr{len(self.params)}"
+        if out:
+            self.param_out[name] = True
+        else:
+            self.param_out.setdefault(name, False)
+        return self.params[name]
+
+    def load(self, name, index):
+        if name in self.locals:
+            return self.locals[name]
+        dtype = self.buffer_dtype[name]
+        expr = f"{self.ptr(name)}[{cexpr(index)}]"
+        if dtype == torch.bfloat16:
+            expr = f"dl_from_bf16({expr})"
+        elif dtype == torch.float16:
+            expr = f"static_cast<float>({expr})"
+        return self.emit(expr, dtype)
+
+    def store(self, name, index, value: CSEVar):
+        dtype = self.buffer_dtype[name]
+        if name in self.local_buffers:
+            v = self.overrides.to_dtype(value, dtype) if value.dtype != dtype else value
+            self.locals[name] = v
+            return
+        v = value.name
+        if dtype == torch.bfloat16:
+            v = f"dl_to_bf16({v})"
+        elif dtype == torch.float16:
+            v = f"static_cast<dl_half>({v})"
+        elif value_ctype(value.dtype) != STORAGE_CTYPE[dtype]:
+            v = f"static_cast<{STORAGE_CTYPE[dtype]}>({v})"
+        self.line(f"{self.ptr(name, out=True)}[{cexpr(index)}] = {v};")
+
+    def indirect(self, v: CSEVar, size):
+        self.uses_indirect = True
+        name = f"idx{self.n}"
+        self.n += 1
+        s = cexpr(size)
+        self.line(f"int64_t {name} = static_cast<int64_t>({v.name});")
+        self.line(f"if ({name} < 0) {name} += {s};")
+        self.line(f"if ({name} < 0 || {name} >= {s}) {{ *dl_err = 1; {name} = 0; }}")
+        return sym(name)
+
+    # --------------------------------------------------------------------- node bodies
+    def _node_value(self, n):
+        g = self.g
+        idx, ridx = g.index_of(n)
+        idx, ridx = self._final(idx), self._final(ridx)
+        with V.set_handler(self.overrides):
+            value = n.run_body(idx, ridx)
+        return value, idx, ridx
+
+    def _store_node(self, n, value, idx):
+        index = sympy.expand(n.write_index(idx))
+        self.store(n.name, index, value)
+
+    # ------------------------------------------------------------------------ structure
+    def codegen(self) -> str:
+        g = self.g
+        body = Scope()
+        self.scope = body
+        xn = 1
+        for s in self.xsizes:
+            xn *= s
+        rn = 1
+        for s in self.rsizes:
+            rn *= s
+        split = (
+            g.has_reduction
+            and xn < SPLIT_MAX_X
+            and rn >= SPLIT_MIN_R
+            and all(p in ("reduction", "x") for p in g.placements.values())
+        )
+        self.split = split
+        for kind, members in g.phases:
+            if kind == "x":
+                for n in members:
+                    value, idx, _ = self._node_value(n)
+                    self._store_node(n, value, idx)
+            else:
+                self._reduction_phase(members, rn, split)
+        inner = body.lines
+        lines = []
+        if not g.has_reduction:
+            lines += _loop_nest(
+                self.xvars, self.xsizes, inner, parallel=xn >= PARALLEL_THRESHOLD, simd_inner=True
+            )
+        else:
+            lines += _loop_nest(
+                self.xvars,
+                self.xsizes,
+                inner,
+                parallel=(not split) and xn * rn >= PARALLEL_THRESHOLD and xn > 1,
+                simd_inner=False,
+            )
+        params = []
+        for name, p in self.params.items():
+            const = "" if self.param_out[name] else "const "
+            params.append(f"{const}{STORAGE_CTYPE[self.buffer_dtype[name]]}* {p}")
+        if self.uses_indirect:
+            params.append("int64_t* dl_err")
+        head = f'extern "C" void {self.kernel_name}({", ".join(params)})'
+        return head + "\n{\n" + "\n".join("    " + ln for ln in lines) + "\n}\n"
+
+    def _reduction_phase(self, members, rn, split):
+        outer = self.scope
+        loop = Scope(outer)
+        self.scope = loop
+        accs = {}  # key -> (acc name, reduction kind, acc ctype, init, value dtype)
+        results = []
+        simd_ok = True
+        for n in members:
+            value, idx, ridx = self._node_value(n)
+            if not n.is_reduction:
+                self._store_node(n, value, idx)
+                continue
+            rtype = n.node.data.reduction_type
+            base = "welford" if rtype.startswith("welford") else rtype
+            key = (base, value.name)
+            if key not in accs:
+                acc = f"acc{self.n}"
+                self.n += 1
+                ctype, init = _acc_type(base, value.dtype)
+                accs[key] = (acc, base, ctype, init, value.dtype)
+                self.line(_acc_update(base, acc, value, ridx, n.rranges))
+                if base not in ("sum", "prod"):
+                    simd_ok = False
+            results.append((n, rtype, accs[key][0], idx))
+        self.scope = outer
+        rvars, rsizes = self.rvars, self.rsizes
+        if not split:
+            for acc, _, ctype, init, _ in accs.values():
+                self.line(f"{ctype} {acc} = {init};")
+            simd = None
+            if simd_ok:
+                red = [a for a, b, *_ in accs.values() if b == "sum"]
+                mul = [a for a, b, *_ in accs.values() if b == "prod"]
+                clauses = ""
+                if red:
+                    clauses += f" reduction(+:{','.join(red)})"
+                if mul:
+                    clauses += f" reduction(*:{','.join(mul)})"
+                simd = "#pragma omp simd" + clauses
+            self.scope.lines += _loop_nest(
+                rvars,
+                rsizes,
+                loop.lines,
+                parallel=False,
+                simd_inner=simd is not None,
+                simd_pragma=simd,
+            )
+        else:
+            finals = [
+                (n, rtype, acc, idx, *_result_expr(n, rtype, acc)) for n, rtype, acc, idx in results
+            ]
+            for n, _, _, _, _, vdt in finals:
+                self.line(f"{value_ctype(vdt)} res_{n.name};")
+            self.line("{")
+            self.line("int dl_nt = 1;")
+            for acc, _, ctype, _, _ in accs.values():
+                self.line(f"{ctype} {acc}_part[{MAX_THREADS}];")
+            self.line(
+                f"#pragma omp parallel num_threads(std::min(omp_get_max_threads(), {MAX_THREADS}))"
+            )
+            self.line("{")
+            self.line("int dl_tid = omp_get_thread_num();")
+            self.line("#pragma omp single")
+            self.line("dl_nt = omp_get_num_threads();")
+            for acc, _, ctype, init, _ in accs.values():
+                self.line(f"{ctype} {acc} = {init};")
+            collapse = f" collapse({len(rvars)})" if len(rvars) > 1 else ""
+            self.scope.lines += _loop_nest(
+                rvars,
+                rsizes,
+                loop.lines,
+                parallel=False,
+                simd_inner=False,
+                outer_pragma=f"#pragma omp for schedule(static){collapse}",
+            )
+            for acc, *_ in accs.values():
+                self.line(f"{acc}_part[dl_tid] = {acc};")
+            self.line("}")
+            for acc, base, ctype, init, _ in accs.values():
+                self.line(f"{ctype} {acc} = {init};")
+                self.line(
+                    f"for (int t = 0; t < dl_nt; t++) {_acc_combine(base, acc, acc + '_part[t]')}"
+                )
+            for n, _, _, _, expr, _ in finals:
+                self.line(f"res_{n.name} = {expr};")
+            self.line("}")
+            for n, _, _, idx, _, vdt in finals:
+                self._store_node(n, CSEVar(f"res_{n.name}", vdt), idx)
+            return
+        for n, rtype, acc, idx in results:
+            expr, vdt = _result_expr(n, rtype, acc)
+            var = CSEVar(f"v_{n.name}", vdt)
+            self.line(f"{value_ctype(vdt)} {var.name} = {expr};")
+            self._store_node(n, var, idx)
+
+
+def _result_expr(n, rtype, acc):
+    src = n.node.data.src_dtype
+    if rtype == "welford_mean":
+        return f"static_cast<{value_ctype(src)}>({acc}.mean)", src
+    if rtype == "welford_m2":
+        return f"static_cast<{value_ctype(src)}>({acc}.m2)", src
+    if rtype in ("argmax", "argmin"):
+        return f"{acc}.index", torch.int64
+    return acc, _acc_dtype(rtype, src)
+
+
+def _acc_dtype(rtype, src):
+    if rtype in ("any", "all"):
+        return torch.bool
+    return src
+
+
+def _acc_type(base, dtype):
+    ct = value_ctype(dtype)
+    if base == "sum":
+        return ct, f"{ct}(0)"
+    if base == "prod":
+        return ct, f"{ct}(1)"
+    if base in ("max", "min"):
+        if dtype.is_floating_point:
+            sign = "-" if base == "max" else ""
+            return ct, f"{sign}std::numeric_limits<{ct}>::infinity()"
+        if dtype == torch.bool:
+            return ct, "false" if base == "max" else "true"
+        lim = "lowest" if base == "max" else "max"
+        return ct, f"std::numeric_limits<{ct}>::{lim}()"
+    if base == "any":
+        return "bool", "false"
+    if base == "all":
+        return "bool", "true"
+    if base == "welford":
+        return "dl_welford", "dl_welford()"
+    if base in ("argmax", "argmin"):
+        return f"dl_arg<{ct}>", f"dl_arg<{ct}>{{{ct}(0), -1}}"
+    raise NotImplementedError(base)
+
+
+def _acc_update(base, acc, v, ridx, rranges):
+    if base == "sum":
+        return f"{acc} = {acc} + {v};"
+    if base == "prod":
+        return f"{acc} = {acc} * {v};"
+    if base == "max":
+        return f"{acc} = dl_max({acc}, {v});"
+    if base == "min":
+        return f"{acc} = dl_min({acc}, {v});"
+    if base == "any":
+        return f"{acc} = {acc} || static_cast<bool>({v});"
+    if base == "all":
+        return f"{acc} = {acc} && static_cast<bool>({v});"
+    if base == "welford":
+        return f"{acc} = dl_welford_add({acc}, static_cast<double>({v}));"
+    if base in ("argmax", "argmin"):
+        flat = sympy.Integer(0)
+        for r, s in zip(ridx, rranges):
+            flat = flat * s + r
+        return (
+            f"{acc} = dl_{base}_add({acc}, {v}, static_cast<int64_t>({cexpr(sympy.expand(flat))}));"
+        )
+    raise NotImplementedError(base)
+
+
+def _acc_combine(base, acc, other):
+    if base == "sum":
+        return f"{acc} = {acc} + {other};"
+    if base == "prod":
+        return f"{acc} = {acc} * {other};"
+    if base in ("max", "min"):
+        return f"{acc} = dl_{base}({acc}, {other});"
+    if base == "any":
+        return f"{acc} = {acc} || {other};"
+    if base == "all":
+        return f"{acc} = {acc} && {other};"
+    if base == "welford":
+        return f"{acc} = dl_welford_combine({acc}, {other});"
+    if base in ("argmax", "argmin"):
+        return (
+            f"if ({other}.index >= 0) {acc} = dl_{base}_add({acc}, {other}.value, {other}.index);"
+        )
+    raise NotImplementedError(base)
+
+
+def _loop_nest(variables, sizes, body, parallel, simd_inner, simd_pragma=None, outer_pragma=None):
+    """Nested for loops; the outer ones shared by threads, the innermost one `omp simd`."""
+    if not sizes:
+        return ["{"] + ["    " + b for b in body] + ["}"]
+    n = len(sizes)
+    lines = []
+    if outer_pragma is not None:
+        lines.append(outer_pragma)
+    elif parallel:
+        if n == 1:
+            lines.append("#pragma omp parallel for" + (" simd" if simd_inner else ""))
+        else:
+            collapse = n - 1 if simd_inner else n
+            lines.append(
+                "#pragma omp parallel for" + (f" collapse({collapse})" if collapse > 1 else "")
+            )
+    elif simd_inner and n == 1:
+        lines.append(simd_pragma or "#pragma omp simd")
+    indent = ""
+    for d, (v, s) in enumerate(zip(variables, sizes)):
+        if d == n - 1 and n > 1 and simd_inner and outer_pragma is None:
+            lines.append(indent + (simd_pragma or "#pragma omp simd"))
+        lines.append(f"{indent}for (int64_t {v} = 0; {v} < {s}; {v}++)")
+        indent += "    "
+    lines[-1] += ""
+    lines.append(indent[:-4] + "{")
+    lines += [indent + b for b in body]
+    lines.append(indent[:-4] + "}")
+    return lines
+
+
+def _merge_dims(sizes, variables, exprs, prefix):
+    """Merge adjacent loops when every access moves through them like one flat loop
+    (coefficient of the outer = coefficient of the inner * inner size). Returns the new sizes
+    and the substitution old variable -> expression of new variables."""
+    if len(sizes) <= 1:
+        return list(sizes), {}
+    # groups of adjacent dims to merge
+    groups = [[0]]
+    for k in range(1, len(sizes)):
+        a, b = variables[k - 1], variables[k]
+        ok = True
+        for e in exprs:
+            if not (e.has(a) or e.has(b)):
+                continue
+            da, db = sympy.diff(e, a), sympy.diff(e, b)
+            if not (da.is_Integer and db.is_Integer and int(da) == int(db) * sizes[k]):
+                ok = False
+                break
+        if ok:
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+    if all(len(gr) == 1 for gr in groups):
+        return list(sizes), {}
+    new_vars = index_vars(prefix, len(groups))
+    new_sizes, sub = [], {}
+    for gv, gr in zip(new_vars, groups):
+        total = 1
+        for k in gr:
+            total *= sizes[k]
+        new_sizes.append(total)
+        rest = gv
+        # innermost dim = rest mod size, written as rest - size*floor(rest/size) so that
+        # affine accesses cancel back to the flat variable
+        for k in reversed(gr[1:]):
+            q = FloorDiv(rest, sizes[k])
+            sub[variables[k]] = rest - sizes[k] * q
+            rest = q
+        sub[variables[gr[0]]] = rest
+    # rename: old variables may share names with new ones, so go through temporaries
+    return new_sizes, sub

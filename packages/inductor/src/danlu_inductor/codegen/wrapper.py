@@ -1,0 +1,265 @@
+"""Wrapper code: the Python module that runs a compiled graph.
+
+It checks input layouts, allocates buffers (reusing freed ones of the same layout, and
+writing in place into inputs that die in the kernel that reads them), calls kernels and
+library ops in scheduled order, frees buffers after their last use, and returns outputs.
+Each kernel call carries a comment naming the FX nodes it came from.
+"""
+
+from __future__ import annotations
+
+import math
+
+import sympy
+import torch
+
+from danlu_inductor.ir import nodes as ir
+from danlu_inductor.ir.symbols import to_int
+
+
+def _ints(exprs):
+    return tuple(to_int(e) for e in exprs)
+
+
+class WrapperCodegen:
+    def __init__(self, graph, scheduler, kernel_backend):
+        self.graph = graph
+        self.sched = scheduler
+        self.backend = kernel_backend  # makes kernels for fusion groups
+        self.lines: list[str] = []
+        self.consts: dict[str, object] = {}
+        self.kernel_sources: list[str] = []
+        self.kernel_names: list[str] = []
+        self.kernel_nargs: dict[str, int] = {}
+        self.memory_log: list[str] = []
+
+    # ------------------------------------------------------------------ helpers
+    def _const(self, value) -> str:
+        name = f"c{len(self.consts)}"
+        self.consts[name] = value
+        return name
+
+    def _arg(self, a) -> str:
+        if isinstance(a, ir.ReinterpretView):
+            lay = a.layout
+            return (
+                f"torch.as_strided({a.buffer.get_name()}, {_ints(lay.size)}, "
+                f"{_ints(lay.stride)}, {to_int(lay.offset)})"
+            )
+        if isinstance(a, ir.Buffer):
+            return a.get_name()
+        if isinstance(a, (list, tuple)):
+            inner = ", ".join(self._arg(x) for x in a)
+            return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
+        if a is None or isinstance(a, (bool, str)):
+            return repr(a)
+        if isinstance(a, int):
+            return repr(a)
+        if isinstance(a, float) and math.isfinite(a):
+            return repr(a)
+        if isinstance(a, torch.dtype):
+            return str(a)
+        return self._const(a)
+
+    # ------------------------------------------------------------------ planning
+    def _plan(self):
+        g_out = set()
+        for o in self.graph.graph_outputs:
+            if isinstance(o, ir.ReinterpretView):
+                g_out.add(o.buffer.get_name())
+            elif isinstance(o, ir.Buffer):
+                g_out.add(o.get_name())
+        self.output_names = g_out
+        last_use: dict[str, int] = {}
+        for i, grp in enumerate(self.sched.groups):
+            for n in grp.nodes:
+                last_use[n.name] = max(last_use.get(n.name, -1), i)
+                for r in n.read_names:
+                    last_use[r] = max(last_use.get(r, -1), i)
+        self.last_use = last_use
+
+    def _local_buffers(self, grp) -> set[str]:
+        """Buffers computed and consumed entirely inside one kernel: never stored."""
+        phase_of = {}
+        for p, (_, members) in enumerate(grp.phases):
+            for n in members:
+                phase_of[n.name] = p
+        out = set()
+        for n in grp.nodes:
+            if n.name in self.output_names or not n.users:
+                continue
+            if not n.users <= grp.names:
+                continue
+            if grp.placements[n.name] == "xr" and any(
+                phase_of[u] != phase_of[n.name] for u in n.users
+            ):
+                continue
+            out.add(n.name)
+        return out
+
+    # ------------------------------------------------------------------ generation
+    def generate(self) -> str:
+        self._plan()
+        graph = self.graph
+        body: list[str] = []
+        pool: dict[tuple, list[str]] = {}
+        alias_of: dict[str, str] = {}
+        freed: set[str] = set()
+        inputs = graph.graph_input_names
+        body.append(
+            f"{', '.join(inputs)}{',' if len(inputs) == 1 else ''} = args" if inputs else ""
+        )
+        body.append("args.clear()")
+        for name in inputs:
+            lay = graph.graph_inputs[name].layout
+            body.append(f"{name} = ensure_layout({name}, {_ints(lay.size)}, {_ints(lay.stride)})")
+        for cname in graph.constants:
+            self.consts[cname] = graph.constants[cname]
+        future_keys = []
+        for grp in self.sched.groups:
+            keys = []
+            if not grp.is_extern:
+                for n in grp.nodes:
+                    keys.append(self._key(n.node))
+            future_keys.append(keys)
+
+        for i, grp in enumerate(self.sched.groups):
+            if grp.is_extern:
+                self._extern_call(grp.nodes[0].node, body)
+            else:
+                local = self._local_buffers(grp)
+                kernel_name = f"kernel{len(self.kernel_names)}"
+                kernel = self.backend.make_kernel(grp, kernel_name, self._dtypes(), local)
+                self.kernel_names.append(kernel_name)
+                self.kernel_sources.append(kernel.source)
+                self.kernel_nargs[kernel_name] = len(kernel.params) + int(kernel.uses_err)
+                origins = []
+                for n in grp.nodes:
+                    for o in n.node.origins:
+                        if o not in origins:
+                            origins.append(o)
+                body.append(f"# {kernel_name}: {grp.describe()}")
+                body.append(f"#   from FX nodes: {', '.join(origins)}")
+                stored = [n for n in grp.nodes if n.name not in local]
+                for n in stored:
+                    self._allocate(n, grp, i, pool, freed, body, future_keys)
+                ptrs = [f"{p}.data_ptr()" for p in kernel.params]
+                if kernel.uses_err:
+                    body.append("_err.zero_()")
+                    ptrs.append("_err.data_ptr()")
+                body.append(f"{kernel_name}({', '.join(ptrs)})")
+                if kernel.uses_err:
+                    body.append(f"if _err.item(): raise_index_error('{kernel_name}')")
+            # frees
+            for name, last in self.last_use.items():
+                if last != i or name in freed or name in self.output_names:
+                    continue
+                if name in graph.graph_inputs or name in graph.constants:
+                    continue
+                node = self.sched.name_to_node.get(name)
+                if node is None:
+                    continue
+                if not grp.is_extern and name in self._local_buffers(grp):
+                    continue
+                freed.add(name)
+                if isinstance(node.node, ir.ComputedBuffer) and self._future_key(
+                    node.node, i, future_keys
+                ):
+                    pool.setdefault(self._key(node.node), []).append(name)
+                else:
+                    body.append(f"del {name}")
+        outs = [
+            self._arg(o) if not isinstance(o, (int, float, bool)) and o is not None else repr(o)
+            for o in graph.graph_outputs
+        ]
+        body.append(f"return [{', '.join(outs)}]")
+        del alias_of
+        return self._module(body)
+
+    def _dtypes(self):
+        out = {}
+        for name, buf in self.graph.name_to_buffer.items():
+            if buf.layout is not None:
+                out[name] = buf.layout.dtype
+        return out
+
+    @staticmethod
+    def _key(buf):
+        lay = buf.layout
+        return (lay.dtype, _ints(lay.size), _ints(lay.stride))
+
+    def _future_key(self, buf, i, future_keys):
+        key = self._key(buf)
+        return any(key in ks for ks in future_keys[i + 1 :])
+
+    def _allocate(self, n, grp, i, pool, freed, body, future_keys):
+        buf = n.node
+        key = self._key(buf)
+        # in place: an input of this kernel that dies here, read only where we write
+        if buf.name not in self.output_names:
+            write = grp.write_in_kernel(n)
+            for cand in sorted(n.read_names):
+                cnode = self.sched.name_to_node.get(cand)
+                if (
+                    cnode is None
+                    or cand in freed
+                    or cand in self.output_names
+                    or not isinstance(cnode.node, ir.ComputedBuffer)
+                    or cand in grp.names
+                    or self.last_use.get(cand) != i
+                    or self._key(cnode.node) != key
+                ):
+                    continue
+                reads = [
+                    (idx, ind)
+                    for m in grp.nodes
+                    for nm, idx, ind in grp.reads_in_kernel(m)
+                    if nm == cand
+                ]
+                if all(not ind and sympy.expand(idx - write) == 0 for idx, ind in reads):
+                    body.append(f"{buf.name} = {cand}  # in place: {cand} dies here")
+                    self.memory_log.append(f"{buf.name} written in place into {cand}")
+                    freed.add(cand)
+                    return
+        if pool.get(key):
+            old = pool[key].pop()
+            body.append(f"{buf.name} = {old}; del {old}  # reuse")
+            self.memory_log.append(f"{buf.name} reuses {old}")
+            return
+        lay = buf.layout
+        body.append(
+            f"{buf.name} = empty_strided({_ints(lay.size)}, {_ints(lay.stride)}, dtype={lay.dtype})"
+        )
+
+    def _extern_call(self, node, body):
+        org = f"  # from {', '.join(node.origins)}" if node.origins else ""
+        if isinstance(node, ir.MultiOutput):
+            sel = "".join(f"[{k}]" for k in node.path)
+            body.append(f"{node.name} = {node.parent.name}{sel}")
+            return
+        op = self._const(node.op)
+        args = ", ".join(self._arg(a) for a in node.args)
+        kwargs = ", ".join(f"{k}={self._arg(v)}" for k, v in node.kwargs.items())
+        call = ", ".join(x for x in (args, kwargs) if x)
+        body.append(f"{node.name} = {op}({call})  # {node.kind}: {node.op}{org}")
+
+    def _module(self, body) -> str:
+        head = [
+            "# danlu_inductor wrapper: run `call(args)`; kernels come from the compiled library",
+            "import torch",
+            "from danlu_inductor.runtime import empty_strided, ensure_layout, raise_index_error",
+            "",
+            "",
+            "def make_call(kernels, consts):",
+        ]
+        for k in self.kernel_names:
+            head.append(f"    {k} = kernels['{k}']")
+        for c in self.consts:
+            head.append(f"    {c} = consts['{c}']")
+        head.append("    _err = torch.zeros((), dtype=torch.int64)")
+        head.append("")
+        head.append("    def call(args):")
+        head += ["        " + ln for ln in body if ln != ""]
+        head.append("")
+        head.append("    return call")
+        return "\n".join(head) + "\n"

@@ -1,0 +1,206 @@
+"""GraphLowering: runs an ATen-level FX graph, calling one lowering per node, to build IR."""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections import Counter
+
+import torch
+from torch.utils import _pytree as pytree
+
+from danlu_inductor.ir import nodes as ir
+from danlu_inductor.ir.layout import FixedLayout, strides_for_order
+from danlu_inductor.ir.symbols import as_exprs, to_int
+from danlu_inductor.lowering import LOWERINGS, NotLowered
+from danlu_inductor.lowering.extern import make_extern
+from danlu_inductor.lowering.registry import is_node
+
+log = logging.getLogger("danlu_inductor")
+
+
+class GraphLowering:
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs):
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.buffers: list[ir.Buffer] = []
+        self.name_to_buffer: dict[str, ir.Buffer] = {}
+        self.graph_inputs: dict[str, ir.InputBuffer] = {}
+        self.graph_input_names: list[str] = []
+        self.constants: dict[str, torch.Tensor] = {}
+        self.graph_outputs: list = []
+        self.fallbacks: Counter = Counter()
+        self.externs: Counter = Counter()
+        self.lowered: Counter = Counter()
+        self.current_node: torch.fx.Node | None = None
+        self._counter = 0
+
+    # ---------------------------------------------------------------- buffer registry
+    def register_buffer(self, buf: ir.Buffer) -> str:
+        if buf.name is None:
+            buf.name = f"buf{self._counter}"
+            self._counter += 1
+        if self.current_node is not None and self.current_node.name not in buf.origins:
+            buf.origins.append(self.current_node.name)
+        data = getattr(buf, "data", None)
+        for o in sorted(getattr(data, "origins", ())):
+            if o not in buf.origins:
+                buf.origins.append(o)
+        self.buffers.append(buf)
+        self.name_to_buffer[buf.name] = buf
+        return buf.name
+
+    # ---------------------------------------------------------------------- running
+    def run(self):
+        prev = ir._current.graph
+        ir._current.graph = self
+        try:
+            env = {}
+            inputs = iter(self.example_inputs)
+            users = {n: len(n.users) for n in self.gm.graph.nodes}
+            for node in self.gm.graph.nodes:
+                self.current_node = node
+                if node.op == "placeholder":
+                    env[node] = self._placeholder(node, next(inputs))
+                elif node.op == "get_attr":
+                    env[node] = self._constant(node)
+                elif node.op == "call_function":
+                    args, kwargs = pytree.tree_map(
+                        lambda a: env[a] if isinstance(a, torch.fx.Node) else a,
+                        (node.args, node.kwargs),
+                    )
+                    result = self._call(node, args, kwargs)
+                    self._tag_origins(result, node.name)
+                    if users[node] > 1:
+                        for r in pytree.tree_leaves(result):
+                            if isinstance(r, ir.StorageBox):
+                                r.maybe_realize_for_reuse()
+                    env[node] = result
+                elif node.op == "output":
+                    self._outputs(node, env)
+                else:
+                    raise NotImplementedError(f"FX op {node.op} ({node.name})")
+            self.current_node = None
+        finally:
+            ir._current.graph = prev
+        return self
+
+    @staticmethod
+    def _tag_origins(result, name):
+        for r in pytree.tree_leaves(result):
+            box = r.storage_box() if isinstance(r, ir.View) else r
+            if isinstance(box, ir.StorageBox) and isinstance(box.data, ir.Loops):
+                box.data.origins = getattr(box.data, "origins", set()) | {name}
+
+    def _placeholder(self, node, example):
+        if not isinstance(example, torch.Tensor):
+            raise NotLowered(f"non-tensor graph input {node.name}: {type(example).__name__}")
+        layout = FixedLayout(
+            example.dtype,
+            as_exprs(example.shape),
+            as_exprs(example.stride()),
+            0,
+        )
+        buf = ir.InputBuffer(node.name, layout)
+        self.graph_inputs[node.name] = buf
+        self.graph_input_names.append(node.name)
+        self.name_to_buffer[node.name] = buf
+        return ir.StorageBox(buf)
+
+    def _constant(self, node):
+        value = getattr(self.gm, node.target)
+        if not isinstance(value, torch.Tensor):
+            return value
+        name = f"const_{node.target}".replace(".", "_")
+        layout = FixedLayout(value.dtype, as_exprs(value.shape), as_exprs(value.stride()), 0)
+        buf = ir.ConstantBuffer(name, layout, value)
+        self.constants[name] = value
+        self.name_to_buffer[name] = buf
+        return ir.StorageBox(buf)
+
+    def _call(self, node, args, kwargs):
+        target = node.target
+        if target is operator.getitem:
+            return args[0][args[1]]
+        lowering = LOWERINGS.get(target)
+        if lowering is not None:
+            try:
+                out = lowering(*args, **kwargs)
+                from danlu_inductor.lowering.extern import EXTERN_OPS
+
+                (self.externs if target in EXTERN_OPS else self.lowered)[str(target)] += 1
+                return out
+            except NotLowered as e:
+                log.debug("%s: fallback (%s)", target, e)
+        if not isinstance(target, torch._ops.OpOverload):
+            raise NotLowered(f"{node.name}: target {target} is not an ATen op")
+        self.fallbacks[str(target)] += 1
+        meta = node.meta.get("val")
+        meta = meta if _is_tensor_tree(meta) else None
+        return make_extern(target, args, kwargs, "fallback", meta_val=_as_meta(meta))
+
+    def _outputs(self, node, env):
+        outs = pytree.tree_map(
+            lambda a: env[a] if isinstance(a, torch.fx.Node) else a, node.args[0]
+        )
+        metas = pytree.tree_map(
+            lambda a: a.meta.get("val") if isinstance(a, torch.fx.Node) else None, node.args[0]
+        )
+        flat, self.out_spec = pytree.tree_flatten(outs)
+        flat_meta = pytree.tree_leaves(metas, is_leaf=lambda x: x is None)
+        if len(flat_meta) != len(flat):
+            flat_meta = [None] * len(flat)
+        result = []
+        for value, meta in zip(flat, flat_meta):
+            if not is_node(value):
+                result.append(value)
+                continue
+            stride = None
+            if isinstance(meta, torch.Tensor) and _dense(meta):
+                stride = as_exprs(meta.stride())
+            elif value.get_size():
+                stride = None
+            if isinstance(value, ir.StorageBox) and isinstance(value.data, ir.Loops):
+                if stride is not None:
+                    stride = strides_for_order(value.get_size(), [to_int(s) for s in stride])
+                result.append(value.realize(stride))
+            else:
+                result.append(ir.realize_input(value, stride))
+        self.graph_outputs = result
+
+
+def _is_tensor_tree(v):
+    leaves = pytree.tree_leaves(v)
+    return v is not None and all(
+        isinstance(x, (torch.Tensor, int, float, bool)) or x is None for x in leaves
+    )
+
+
+def _as_meta(val):
+    if val is None:
+        return None
+
+    def conv(t):
+        if isinstance(t, torch.Tensor):
+            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+        return t
+
+    try:
+        return pytree.tree_map(conv, val)
+    except Exception:  # symbolic sizes etc.: let make_extern run the meta kernel instead
+        return None
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Strides that a permutation of contiguous strides gives (no gaps, no overlap)."""
+    if t.numel() <= 1:
+        return False
+    dims = sorted(range(t.dim()), key=lambda d: t.stride(d))
+    expected = 1
+    for d in dims:
+        if t.shape[d] == 1:
+            continue
+        if t.stride(d) != expected:
+            return False
+        expected *= t.shape[d]
+    return True

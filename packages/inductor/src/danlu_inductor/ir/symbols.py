@@ -1,0 +1,149 @@
+"""Sympy helpers for sizes, strides and loop indices.
+
+Every size, stride and index in the IR is a sympy expression. Loop indices are integer
+symbols named ``x0, x1, ...`` (outer, parallel loops) and ``r0, r1, ...`` (reduction loops);
+all are non-negative, so integer division and modulo print as plain C ``/`` and ``%``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+
+Expr = sympy.Expr
+
+
+class FloorDiv(sympy.Function):
+    """``a // b`` for non-negative integer ``a`` and positive integer ``b`` (index math only)."""
+
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1:
+            return a
+        if a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) // int(b))
+        # (k*b*u + v) // b == k*u + v // b when the k*b*u terms are exact multiples.
+        if b.is_Integer and isinstance(a, sympy.Add):
+            whole, rest = [], []
+            for term in a.args:
+                coeff, _ = term.as_coeff_Mul()
+                (whole if coeff.is_Integer and int(coeff) % int(b) == 0 else rest).append(term)
+            if whole and rest:
+                return sympy.Add(*whole) / b + FloorDiv(sympy.Add(*rest), b)
+            if whole and not rest:
+                return a / b
+        if b.is_Integer and isinstance(a, sympy.Mul):
+            coeff, _ = a.as_coeff_Mul()
+            if coeff.is_Integer and int(coeff) % int(b) == 0:
+                return a / b
+        return None
+
+
+class IMod(sympy.Function):
+    """``a % b`` for non-negative integer ``a`` and positive integer ``b`` (index math only)."""
+
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1 or a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) % int(b))
+        if b.is_Integer and isinstance(a, sympy.Add):
+            rest = []
+            for term in a.args:
+                coeff, _ = term.as_coeff_Mul()
+                if not (coeff.is_Integer and int(coeff) % int(b) == 0):
+                    rest.append(term)
+            if len(rest) < len(a.args):
+                return IMod(sympy.Add(*rest), b)
+        if b.is_Integer and isinstance(a, sympy.Mul):
+            coeff, _ = a.as_coeff_Mul()
+            if coeff.is_Integer and int(coeff) % int(b) == 0:
+                return sympy.Integer(0)
+        return None
+
+
+class Clamp(sympy.Function):
+    """``min(max(a, lo), hi)``: keeps a masked-off index inside its buffer (cat, pad)."""
+
+    is_integer = True
+
+    @classmethod
+    def eval(cls, a, lo, hi):
+        if a.is_Integer and lo.is_Integer and hi.is_Integer:
+            return sympy.Integer(min(max(int(a), int(lo)), int(hi)))
+        return None
+
+
+def sym(name: str) -> sympy.Symbol:
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def index_vars(prefix: str, n: int) -> list[sympy.Symbol]:
+    return [sym(f"{prefix}{i}") for i in range(n)]
+
+
+def as_expr(v) -> Expr:
+    if isinstance(v, sympy.Basic):
+        return v
+    return sympy.Integer(int(v))
+
+
+def as_exprs(vs: Sequence) -> list[Expr]:
+    return [as_expr(v) for v in vs]
+
+
+def product(vs: Sequence) -> Expr:
+    out = sympy.Integer(1)
+    for v in vs:
+        out = out * as_expr(v)
+    return out
+
+
+def contiguous_strides(sizes: Sequence[Expr]) -> list[Expr]:
+    strides, acc = [], sympy.Integer(1)
+    for s in reversed(list(sizes)):
+        strides.append(acc)
+        acc = acc * sympy.Max(as_expr(s), 1)
+    return list(reversed(strides))
+
+
+def linear_index(index: Sequence[Expr], strides: Sequence[Expr], offset: Expr = 0) -> Expr:
+    out = as_expr(offset)
+    for i, s in zip(index, strides):
+        out = out + i * s
+    return out
+
+
+def to_int(e) -> int:
+    """A static integer value; the first version of the compiler specializes on sizes."""
+    e = as_expr(e)
+    if not e.is_Integer:
+        raise NotImplementedError(f"symbolic size {e} is not supported yet")
+    return int(e)
+
+
+def affine_coefficients(expr: Expr, variables: Sequence[sympy.Symbol]):
+    """``(coeffs, constant)`` if ``expr`` is affine in ``variables`` with integer coefficients
+    and a constant free of them; None otherwise."""
+    expr = sympy.expand(expr)
+    coeffs = []
+    for v in variables:
+        c = expr.coeff(v, 1)
+        if c.free_symbols & set(variables) or not c.is_Integer:
+            return None
+        coeffs.append(c)
+    const = expr - sum((c * v for c, v in zip(coeffs, variables)), sympy.Integer(0))
+    const = sympy.expand(const)
+    if const.free_symbols & set(variables) or not const.is_Integer:
+        return None
+    return coeffs, const

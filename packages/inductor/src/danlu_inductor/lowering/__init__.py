@@ -1,0 +1,12 @@
+"""Lowerings from ATen ops to the loop IR, one file per op family."""
+
+from danlu_inductor.lowering import (  # noqa: F401  (imported for their registrations)
+    creation,
+    extern,
+    pointwise,
+    reductions,
+    views,
+)
+from danlu_inductor.lowering.registry import LOWERINGS, NotLowered
+
+__all__ = ["LOWERINGS", "NotLowered"]

@@ -1,0 +1,242 @@
+"""Creation (full, arange, scalar_tensor) and data movement (cat, pad, gathers)."""
+
+from __future__ import annotations
+
+import sympy
+import torch
+
+from danlu_inductor.ir.nodes import Pointwise, StorageBox
+from danlu_inductor.ir.ops import ops
+from danlu_inductor.ir.symbols import Clamp, as_exprs, to_int
+from danlu_inductor.lowering.registry import (
+    NotLowered,
+    aten,
+    check_dtype,
+    compute_dtype,
+    normalize_dim,
+    register,
+    result_type,
+    to_dtype,
+)
+
+
+def _cpu(device):
+    if device is not None and torch.device(device).type != "cpu":
+        raise NotLowered("non-CPU device")
+
+
+def _fill(size, value, dtype):
+    check_dtype(dtype)
+    return StorageBox(Pointwise(dtype, as_exprs(size), lambda index: ops.constant(value, dtype)))
+
+
+@register(aten.full.default)
+def full(size, fill_value, dtype=None, layout=None, device=None, pin_memory=None):
+    _cpu(device)
+    if dtype is None:
+        dtype = result_type(fill_value)
+    return _fill(size, fill_value, dtype)
+
+
+@register(aten.scalar_tensor.default)
+def scalar_tensor(value, dtype=None, layout=None, device=None, pin_memory=None):
+    _cpu(device)
+    return _fill([], value, dtype or torch.get_default_dtype())
+
+
+@register(aten.zeros.default)
+def zeros(size, dtype=None, layout=None, device=None, pin_memory=None):
+    _cpu(device)
+    return _fill(size, 0, dtype or torch.get_default_dtype())
+
+
+@register(aten.ones.default)
+def ones(size, dtype=None, layout=None, device=None, pin_memory=None):
+    _cpu(device)
+    return _fill(size, 1, dtype or torch.get_default_dtype())
+
+
+@register(aten.full_like.default)
+def full_like(
+    x, fill_value, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None
+):
+    _cpu(device)
+    return _fill(x.get_size(), fill_value, dtype or x.get_dtype())
+
+
+@register(aten.zeros_like.default)
+def zeros_like(x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return full_like(x, 0, dtype, device=device)
+
+
+@register(aten.ones_like.default)
+def ones_like(x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return full_like(x, 1, dtype, device=device)
+
+
+@register(aten.fill.Scalar)
+def fill(x, value):
+    return _fill(x.get_size(), value, x.get_dtype())
+
+
+@register(aten.arange.start_step, aten.arange.start, aten.arange.default)
+def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
+    _cpu(device)
+    if len(args) == 1:
+        start, end, step = 0, args[0], 1
+    elif len(args) == 2:
+        start, end, step = args[0], args[1], 1
+    else:
+        start, end, step = args
+    if dtype is None:
+        dtype = result_type(start, end, step)
+    if any(isinstance(v, float) for v in (start, end, step)) or dtype.is_floating_point:
+        raise NotLowered("floating arange (length rounding rules)")
+    n = max(0, -(-(end - start) // step))
+
+    def inner(index):
+        return ops.index_expr(index[0] * step + start, dtype)
+
+    check_dtype(dtype)
+    return StorageBox(Pointwise(dtype, [sympy.Integer(n)], inner))
+
+
+@register(aten.cat.default)
+def cat(tensors, dim=0):
+    tensors = [t for t in tensors if not (len(t.get_size()) == 1 and t.get_size()[0] == 0)] or [
+        tensors[0]
+    ]
+    dtype = result_type(*tensors)
+    check_dtype(dtype)
+    tensors = [to_dtype(t, dtype) for t in tensors]
+    if len(tensors) == 1:
+        from danlu_inductor.lowering.pointwise import clone
+
+        return clone(tensors[0])
+    ndim = len(tensors[0].get_size())
+    dim = normalize_dim(dim, ndim)
+    size = list(tensors[0].get_size())
+    offsets, total = [], 0
+    for t in tensors:
+        offsets.append(total)
+        total += to_int(t.get_size()[dim])
+    size[dim] = sympy.Integer(total)
+    loaders = [t.make_loader() for t in tensors]
+    lengths = [to_int(t.get_size()[dim]) for t in tensors]
+    c = compute_dtype(dtype)
+
+    def inner(index):
+        # Each input is read at a clamped index (always in bounds), the right one selected.
+        result = None
+        for k in reversed(range(len(tensors))):
+            idx = list(index)
+            idx[dim] = Clamp(index[dim] - offsets[k], 0, max(lengths[k] - 1, 0))
+            v = loaders[k](idx)
+            if c != dtype:
+                v = ops.to_dtype(v, c)
+            if result is None:
+                result = v
+            else:
+                inside = ops.lt(
+                    ops.index_expr(index[dim], torch.int64),
+                    ops.constant(offsets[k] + lengths[k], torch.int64),
+                )
+                result = ops.where(inside, v, result)
+        return result if c == dtype else ops.to_dtype(result, dtype)
+
+    return StorageBox(Pointwise(dtype, size, inner))
+
+
+@register(aten.constant_pad_nd.default)
+def constant_pad_nd(x, pad, value=0):
+    size = list(x.get_size())
+    dtype = x.get_dtype()
+    c = compute_dtype(dtype)
+    new = list(size)
+    lows = [0] * len(size)
+    for k in range(len(pad) // 2):
+        d = len(size) - 1 - k
+        lo, hi = pad[2 * k], pad[2 * k + 1]
+        if lo < 0 or hi < 0:
+            raise NotLowered("negative padding")
+        lows[d] = lo
+        new[d] = size[d] + lo + hi
+    load = x.make_loader()
+
+    def inner(index):
+        idx, conds = [], []
+        for d, i in enumerate(index):
+            n = to_int(size[d])
+            if new[d] == size[d]:
+                idx.append(i)
+                continue
+            idx.append(Clamp(i - lows[d], 0, max(n - 1, 0)))
+            conds.append((i, lows[d], lows[d] + n))
+        v = load(idx)
+        if c != dtype:
+            v = ops.to_dtype(v, c)
+        ok = None
+        for i, lo, hi in conds:
+            e = ops.index_expr(i, torch.int64)
+            cnd = ops.logical_and(
+                ops.ge(e, ops.constant(lo, torch.int64)), ops.lt(e, ops.constant(hi, torch.int64))
+            )
+            ok = cnd if ok is None else ops.logical_and(ok, cnd)
+        if ok is not None:
+            v = ops.where(ok, v, ops.constant(value, c))
+        return v if c == dtype else ops.to_dtype(v, dtype)
+
+    return StorageBox(Pointwise(dtype, new, inner))
+
+
+@register(aten.embedding.default)
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    if len(weight.get_size()) != 2 or indices.get_dtype() not in (torch.int64, torch.int32):
+        raise NotLowered("embedding variant")
+    wload, iload = weight.make_loader(), indices.make_loader()
+    nrows = to_int(weight.get_size()[0])
+    isize = list(indices.get_size())
+
+    def inner(index):
+        row = ops.indirect_indexing(iload(index[: len(isize)]), nrows)
+        return wload([row, index[len(isize)]])
+
+    return StorageBox(Pointwise(weight.get_dtype(), isize + [weight.get_size()[1]], inner))
+
+
+@register(aten.index_select.default)
+def index_select(x, dim, index):
+    size = list(x.get_size())
+    if not size or len(index.get_size()) > 1:
+        raise NotLowered("index_select variant")
+    dim = normalize_dim(dim, len(size))
+    xload, iload = x.make_loader(), index.make_loader()
+    n = to_int(size[dim])
+    new = list(size)
+    new[dim] = index.get_size()[0] if index.get_size() else sympy.Integer(1)
+
+    def inner(idx):
+        pos = ops.indirect_indexing(iload([idx[dim]] if index.get_size() else []), n)
+        full = list(idx)
+        full[dim] = pos
+        return xload(full)
+
+    return StorageBox(Pointwise(x.get_dtype(), new, inner))
+
+
+@register(aten.gather.default)
+def gather(x, dim, index, sparse_grad=False):
+    size = list(x.get_size())
+    if len(size) != len(index.get_size()) or not size:
+        raise NotLowered("gather variant")
+    dim = normalize_dim(dim, len(size))
+    xload, iload = x.make_loader(), index.make_loader()
+    n = to_int(size[dim])
+
+    def inner(idx):
+        pos = ops.indirect_indexing(iload(idx), n)
+        full = list(idx)
+        full[dim] = pos
+        return xload(full)
+
+    return StorageBox(Pointwise(x.get_dtype(), index.get_size(), inner))

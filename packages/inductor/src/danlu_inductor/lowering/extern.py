@@ -1,0 +1,121 @@
+"""Library calls: extern kernels (mm, bmm, addmm, convolution, attention) and fallbacks.
+
+Both become ``ExternKernel`` nodes: the generated wrapper calls the ATen op on realized
+buffers (or strided views of them). The difference is only in how we count them: extern
+kernels are the plan (a library kernel beats a loop nest), fallbacks are ops not lowered yet.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils import _pytree as pytree
+
+from danlu_inductor.ir.layout import FixedLayout
+from danlu_inductor.ir.nodes import (
+    ExternKernel,
+    MultiOutput,
+    ReinterpretView,
+    StorageBox,
+    current_graph,
+    realize_input,
+)
+from danlu_inductor.ir.symbols import as_exprs, to_int
+from danlu_inductor.lowering.registry import NotLowered, aten, is_node, register
+
+EXTERN_OPS = (
+    aten.mm.default,
+    aten.bmm.default,
+    aten.addmm.default,
+    aten.baddbmm.default,
+    aten.convolution.default,
+    aten._scaled_dot_product_flash_attention_for_cpu.default,
+    aten._scaled_dot_product_efficient_attention.default,
+    aten._scaled_dot_product_flash_attention.default,
+    aten.convolution_backward.default,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+)
+
+
+def _meta_arg(a):
+    if isinstance(a, (ReinterpretView,)) or hasattr(a, "layout"):
+        lay = a.layout
+        return torch.empty_strided(
+            [to_int(s) for s in lay.size],
+            [to_int(s) for s in lay.stride],
+            dtype=lay.dtype,
+            device="meta",
+        )
+    return a
+
+
+def _mutated_args(op, args, kwargs):
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return []
+    out = []
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            value = args[i] if i < len(args) else kwargs.get(arg.name)
+            for leaf in pytree.tree_leaves(value):
+                if isinstance(leaf, ReinterpretView):
+                    out.append(leaf.buffer.get_name())
+                elif hasattr(leaf, "get_name"):
+                    out.append(leaf.get_name())
+    return out
+
+
+def make_extern(op, args, kwargs, kind: str, meta_val=None):
+    """Realize the tensor arguments, call ``op`` at run time, describe its outputs."""
+    graph = current_graph()
+
+    def realize(a):
+        if is_node(a):
+            return realize_input(a)
+        return a
+
+    rargs = pytree.tree_map(realize, list(args))
+    rkwargs = pytree.tree_map(realize, dict(kwargs))
+    if meta_val is None:
+        try:
+            meta_val = op(*pytree.tree_map(_meta_arg, rargs), **pytree.tree_map(_meta_arg, rkwargs))
+        except Exception as e:  # no meta kernel: we cannot describe the outputs
+            raise NotLowered(f"no output metadata for {op}: {e}") from e
+    mutates = _mutated_args(op, rargs, rkwargs)
+
+    def layout_of(t):
+        if t.device.type not in ("cpu", "meta"):
+            raise NotLowered("non-CPU output")
+        return FixedLayout(t.dtype, as_exprs(t.shape), as_exprs(t.stride()), t.storage_offset())
+
+    if isinstance(meta_val, torch.Tensor):
+        node = ExternKernel(None, layout_of(meta_val), op, rargs, rkwargs, kind, mutates)
+        graph.register_buffer(node)
+        return StorageBox(node)
+    node = ExternKernel(None, None, op, rargs, rkwargs, kind, mutates)
+    graph.register_buffer(node)
+
+    def unpack(val, path):
+        if isinstance(val, torch.Tensor):
+            out = MultiOutput(None, layout_of(val), node, path)
+            graph.register_buffer(out)
+            return StorageBox(out)
+        if isinstance(val, (list, tuple)):
+            return type(val)(unpack(v, (*path, i)) for i, v in enumerate(val))
+        return val
+
+    return unpack(meta_val, ())
+
+
+def _extern(op):
+    @register(op)
+    def lower(*args, **kwargs):
+        for a in pytree.tree_leaves((args, kwargs)):
+            if is_node(a) and a.get_dtype().is_complex:
+                raise NotLowered("complex")
+        return make_extern(op, args, kwargs, "extern")
+
+    return lower
+
+
+for _op in EXTERN_OPS:
+    _extern(_op)

@@ -1,0 +1,362 @@
+"""Reductions (sum, prod, max, min, arg*, any/all, Welford mean/var) and the composite ops
+written with them (mean, var, softmax, log_softmax, layer norm)."""
+
+from __future__ import annotations
+
+import sympy
+import torch
+
+from danlu_inductor.ir.nodes import Pointwise, Reduction, StorageBox
+from danlu_inductor.ir.ops import ops
+from danlu_inductor.ir.symbols import product, to_int
+from danlu_inductor.lowering.registry import (
+    NotLowered,
+    aten,
+    check_dtype,
+    compute_dtype,
+    make_pointwise,
+    normalize_dim,
+    register,
+    to_dtype,
+)
+from danlu_inductor.lowering.views import unsqueeze
+
+
+def _dims(x, dim):
+    n = len(x.get_size())
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return list(range(n))
+    if isinstance(dim, int):
+        dim = [dim]
+    if n == 0:
+        return []
+    return sorted({normalize_dim(d, n) for d in dim})
+
+
+def reduce(x, dims, reduction_type, out_dtype, src_dtype=None, keepdim=False):
+    """A realized Reduction of ``x`` over ``dims`` (``keepdim`` adds size-1 views back)."""
+    check_dtype(x.get_dtype())
+    check_dtype(out_dtype)
+    size = list(x.get_size())
+    kept = [d for d in range(len(size)) if d not in dims]
+    src_dtype = src_dtype or compute_dtype(x.get_dtype())
+    loader = x.make_loader()
+    in_dtype = x.get_dtype()
+
+    def inner(index, rindex):
+        full = [None] * len(size)
+        for d, i in zip(kept, index):
+            full[d] = i
+        for d, r in zip(dims, rindex):
+            full[d] = r
+        v = loader(full)
+        return v if in_dtype == src_dtype else ops.to_dtype(v, src_dtype)
+
+    red = Reduction(
+        out_dtype,
+        [size[d] for d in kept],
+        [size[d] for d in dims],
+        reduction_type,
+        inner,
+        src_dtype,
+    )
+    box = StorageBox(red)
+    box.realize()
+    out = box
+    if keepdim:
+        for d in dims:
+            out = unsqueeze(out, d)
+    return out
+
+
+def _sum_dtype(dtype):
+    return torch.int64 if (dtype == torch.bool or not dtype.is_floating_point) else dtype
+
+
+@register(aten.sum.dim_IntList, aten.sum.default)
+def sum_(x, dim=None, keepdim=False, dtype=None):
+    out = dtype or _sum_dtype(x.get_dtype())
+    if out.is_complex or x.get_dtype().is_complex:
+        raise NotLowered("complex")
+    dims = _dims(x, dim)
+    src = compute_dtype(out)
+    return reduce(x, dims, "sum", out, src, keepdim)
+
+
+@register(aten.prod.dim_int, aten.prod.default)
+def prod(x, dim=None, keepdim=False, dtype=None):
+    out = dtype or _sum_dtype(x.get_dtype())
+    dims = _dims(x, dim)
+    return reduce(x, dims, "prod", out, compute_dtype(out), keepdim)
+
+
+@register(aten.mean.dim, aten.mean.default)
+def mean(x, dim=None, keepdim=False, dtype=None):
+    out = dtype or x.get_dtype()
+    if not out.is_floating_point:
+        raise NotLowered("mean of integers")
+    dims = _dims(x, dim)
+    n = to_int(product([x.get_size()[d] for d in dims]))
+    s = reduce(x, dims, "sum", out, compute_dtype(out), keepdim)
+    c = compute_dtype(out)
+    return make_pointwise([s], lambda v: ops.truediv(v, ops.constant(float(n), c)), out)
+
+
+def _minmax(rtype):
+    def lower(x, dim=None, keepdim=False):
+        dims = _dims(x, dim)
+        if x.get_dtype().is_complex:
+            raise NotLowered("complex")
+        if any(to_int(x.get_size()[d]) == 0 for d in dims):
+            raise NotLowered("max/min over an empty dim")
+        return reduce(x, dims, rtype, x.get_dtype(), compute_dtype(x.get_dtype()), keepdim)
+
+    return lower
+
+
+register(aten.amax.default)(_minmax("max"))
+register(aten.amin.default)(_minmax("min"))
+
+
+@register(aten.max.default)
+def max_all(x):
+    return _minmax("max")(x, None)
+
+
+@register(aten.min.default)
+def min_all(x):
+    return _minmax("min")(x, None)
+
+
+def _arg(rtype):
+    def lower(x, dim=None, keepdim=False):
+        if dim is None:
+            from danlu_inductor.lowering.views import view
+
+            flat = view(x, [-1])
+            out = reduce(flat, [0], rtype, torch.int64, compute_dtype(x.get_dtype()))
+            if keepdim:
+                for d in range(len(x.get_size())):
+                    out = unsqueeze(out, d)
+            return out
+        dims = _dims(x, dim)
+        if any(to_int(x.get_size()[d]) == 0 for d in dims):
+            raise NotLowered("argmax over an empty dim")
+        return reduce(x, dims, rtype, torch.int64, compute_dtype(x.get_dtype()), keepdim)
+
+    return lower
+
+
+register(aten.argmax.default)(_arg("argmax"))
+register(aten.argmin.default)(_arg("argmin"))
+
+
+@register(aten.max.dim)
+def max_dim(x, dim, keepdim=False):
+    return _minmax("max")(x, dim, keepdim), _arg("argmax")(x, dim, keepdim)
+
+
+@register(aten.min.dim)
+def min_dim(x, dim, keepdim=False):
+    return _minmax("min")(x, dim, keepdim), _arg("argmin")(x, dim, keepdim)
+
+
+def _anyall(rtype):
+    def lower(x, dim=None, keepdim=False):
+        dims = _dims(x, dim)
+        xb = to_dtype(x, torch.bool)
+        return reduce(xb, dims, rtype, torch.bool, torch.bool, keepdim)
+
+    return lower
+
+
+register(aten.any.dims, aten.any.dim, aten.any.default)(_anyall("any"))
+register(aten.all.dims, aten.all.dim, aten.all.default)(_anyall("all"))
+
+
+def welford(x, dims, keepdim):
+    """(mean, m2, count) of ``x`` over ``dims``; both reductions share one accumulator."""
+    c = compute_dtype(x.get_dtype())
+    mean_ = reduce(x, dims, "welford_mean", c, c, keepdim)
+    m2 = reduce(x, dims, "welford_m2", c, c, keepdim)
+    n = to_int(product([x.get_size()[d] for d in dims]))
+    return mean_, m2, n
+
+
+def _var_from_m2(m2, n, correction, out_dtype):
+    c = compute_dtype(out_dtype)
+    denom = float(max(n - correction, 0))
+    return make_pointwise([m2], lambda v: ops.truediv(v, ops.constant(denom, c)), out_dtype, c)
+
+
+@register(aten.var.correction, aten.var.dim)
+def var(x, dim=None, unbiased=None, keepdim=False, correction=None, **kwargs):
+    correction = _correction(unbiased, correction)
+    dtype = x.get_dtype()
+    if not dtype.is_floating_point:
+        raise NotLowered("var of integers")
+    dims = _dims(x, dim)
+    _, m2, n = welford(x, dims, keepdim)
+    return _var_from_m2(m2, n, correction, dtype)
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return correction
+    return 1 if unbiased is None or unbiased else 0
+
+
+@register(aten.std.correction, aten.std.dim)
+def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
+    v = var(x, dim, unbiased, keepdim, correction)
+    return make_pointwise([v], ops.sqrt, x.get_dtype())
+
+
+@register(aten.var_mean.correction, aten.var_mean.dim)
+def var_mean(x, dim=None, unbiased=None, keepdim=False, correction=None):
+    correction = _correction(unbiased, correction)
+    dtype = x.get_dtype()
+    if not dtype.is_floating_point:
+        raise NotLowered("var_mean of integers")
+    dims = _dims(x, dim)
+    mean_, m2, n = welford(x, dims, keepdim)
+    return _var_from_m2(m2, n, correction, dtype), to_dtype(mean_, dtype)
+
+
+def _softmax_parts(x, dim, out_dtype):
+    c = compute_dtype(out_dtype)
+    xc = to_dtype(x, c) if x.get_dtype() != c else x
+    size = x.get_size()
+    if len(size) == 0:
+        return None
+    dim = normalize_dim(dim, len(size))
+    m = reduce(xc, [dim], "max", c, c, keepdim=True)
+    # max of an all -inf row is -inf; eager then yields NaN for softmax too (exp(nan)).
+    shifted = make_pointwise([xc, m], ops.sub, c, c)
+    return c, dim, shifted
+
+
+@register(aten._softmax.default)
+def softmax(x, dim, half_to_float=False):
+    out_dtype = torch.float32 if half_to_float else x.get_dtype()
+    if not out_dtype.is_floating_point:
+        raise NotLowered("softmax of integers")
+    parts = _softmax_parts(x, dim, out_dtype)
+    if parts is None:
+        return make_pointwise([x], lambda v: ops.constant(1.0, compute_dtype(out_dtype)), out_dtype)
+    c, dim, shifted = parts
+    e = make_pointwise([shifted], ops.exp, c, c)
+    s = reduce(e, [dim], "sum", c, c, keepdim=True)
+    return make_pointwise([e, s], ops.truediv, out_dtype, c)
+
+
+@register(aten._log_softmax.default)
+def log_softmax(x, dim, half_to_float=False):
+    out_dtype = torch.float32 if half_to_float else x.get_dtype()
+    if not out_dtype.is_floating_point:
+        raise NotLowered("log_softmax of integers")
+    parts = _softmax_parts(x, dim, out_dtype)
+    if parts is None:
+        return make_pointwise([x], lambda v: ops.constant(0.0, compute_dtype(out_dtype)), out_dtype)
+    c, dim, shifted = parts
+    e = make_pointwise([shifted], ops.exp, c, c)
+    s = reduce(e, [dim], "sum", c, c, keepdim=True)
+    return make_pointwise([shifted, s], lambda a, b: ops.sub(a, ops.log(b)), out_dtype, c)
+
+
+@register(aten.native_layer_norm.default)
+def native_layer_norm(x, normalized_shape, weight, bias, eps):
+    dtype = x.get_dtype()
+    if not dtype.is_floating_point:
+        raise NotLowered("layer norm of integers")
+    c = compute_dtype(dtype)
+    n = len(x.get_size())
+    k = len(normalized_shape)
+    dims = list(range(n - k, n))
+    mean_, m2, count = welford(x, dims, keepdim=True)
+    rstd = make_pointwise(
+        [m2],
+        lambda v: ops.rsqrt(
+            ops.add(ops.truediv(v, ops.constant(float(count), c)), ops.constant(eps, c))
+        ),
+        c,
+        c,
+    )
+    inputs = [x, mean_, rstd] + [t for t in (weight, bias) if t is not None]
+
+    def body(v, mu, r, *wb):
+        y = ops.mul(ops.sub(v, mu), r)
+        i = 0
+        if weight is not None:
+            y = ops.mul(y, wb[i])
+            i += 1
+        if bias is not None:
+            y = ops.add(y, wb[i])
+        return y
+
+    out = make_pointwise(inputs, body, dtype, c)
+    # eager returns mean/rstd in the input's dtype family (float32 for reduced floats on CPU)
+    stat_dtype = c if dtype in (torch.float16, torch.bfloat16) else dtype
+    return out, to_dtype(mean_, stat_dtype), to_dtype(rstd, stat_dtype)
+
+
+@register(aten._native_batch_norm_legit_no_training.default)
+def batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps):
+    dtype = x.get_dtype()
+    if not dtype.is_floating_point or len(x.get_size()) < 2:
+        raise NotLowered("batch norm variant")
+    c = compute_dtype(dtype)
+    nd = len(x.get_size())
+
+    def chan(t):
+        # [C] -> [C, 1, 1, ...] so it broadcasts along dim 1
+        out = t
+        for _ in range(nd - 2):
+            out = unsqueeze(out, -1)
+        return out
+
+    stats = [chan(running_mean), chan(running_var)]
+    extra = [chan(t) for t in (weight, bias) if t is not None]
+
+    def body(v, mu, var_, *wb):
+        y = ops.mul(ops.sub(v, mu), ops.rsqrt(ops.add(var_, ops.constant(eps, c))))
+        i = 0
+        if weight is not None:
+            y = ops.mul(y, wb[i])
+            i += 1
+        if bias is not None:
+            y = ops.add(y, wb[i])
+        return y
+
+    out = make_pointwise([x, *stats, *extra], body, dtype, c)
+    empty = StorageBox(Pointwise(dtype, [sympy.Integer(0)], lambda i: ops.constant(0, dtype)))
+    return out, empty, empty
+
+
+@register(aten.logsumexp.default)
+def logsumexp(x, dim, keepdim=False):
+    dtype = x.get_dtype()
+    if not dtype.is_floating_point:
+        raise NotLowered("logsumexp of integers")
+    c = compute_dtype(dtype)
+    dims = _dims(x, dim)
+    m = reduce(x, dims, "max", c, c, keepdim=True)
+
+    def shifted_exp(v, mm):
+        # rows of -inf: keep them -inf instead of nan (eager does the same)
+        safe = ops.where(ops.isinf(mm), ops.constant(0.0, c), mm)
+        return ops.exp(ops.sub(v, safe))
+
+    e = make_pointwise([x, m], shifted_exp, c, c)
+    s = reduce(e, dims, "sum", c, c, keepdim=True)
+
+    def finish(ss, mm):
+        safe = ops.where(ops.isinf(mm), ops.constant(0.0, c), mm)
+        return ops.add(ops.log(ss), safe)
+
+    out = make_pointwise([s, m], finish, dtype, c)
+    if not keepdim:
+        from danlu_inductor.lowering.views import squeeze
+
+        out = squeeze(out, dims)
+    return out

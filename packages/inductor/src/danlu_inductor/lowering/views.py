@@ -1,0 +1,316 @@
+"""Views: permute, expand, slice, select, reshape... as index rewrites, never copies."""
+
+from __future__ import annotations
+
+import sympy
+import torch
+
+from danlu_inductor.ir.layout import FixedLayout
+from danlu_inductor.ir.nodes import ReinterpretView, StorageBox, View, realize_input
+from danlu_inductor.ir.ops import ops
+from danlu_inductor.ir.symbols import FloorDiv, IMod, as_expr, as_exprs, product, to_int
+from danlu_inductor.lowering.registry import NotLowered, aten, normalize_dim, register
+
+
+def view_of(x, size, reindex):
+    return View(x, size, reindex)
+
+
+@register(aten.permute.default)
+def permute(x, dims):
+    size = x.get_size()
+    dims = [normalize_dim(d, len(size)) for d in dims]
+    new_size = [size[d] for d in dims]
+
+    def reindex(index):
+        old = [None] * len(dims)
+        for i, d in enumerate(dims):
+            old[d] = index[i]
+        return old
+
+    return view_of(x, new_size, reindex)
+
+
+@register(aten.t.default)
+def t(x):
+    n = len(x.get_size())
+    return x if n < 2 else permute(x, [1, 0])
+
+
+@register(aten.transpose.int)
+def transpose(x, d0, d1):
+    n = len(x.get_size())
+    if n == 0:
+        return x
+    d0, d1 = normalize_dim(d0, n), normalize_dim(d1, n)
+    dims = list(range(n))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return permute(x, dims)
+
+
+@register(aten.expand.default)
+def expand(x, sizes, implicit=False):
+    old = x.get_size()
+    sizes = list(sizes)
+    offset = len(sizes) - len(old)
+    new = []
+    for i, s in enumerate(sizes):
+        j = i - offset
+        if s == -1:
+            new.append(old[j])
+        else:
+            new.append(as_expr(s))
+    if new == list(old):
+        return x
+
+    def reindex(index):
+        return [
+            sympy.Integer(0) if (old[j] == 1 and new[j + offset] != 1) else index[j + offset]
+            for j in range(len(old))
+        ]
+
+    return view_of(x, new, reindex)
+
+
+@register(aten.unsqueeze.default)
+def unsqueeze(x, dim):
+    size = list(x.get_size())
+    dim = normalize_dim(dim, len(size) + 1)
+    new = size[:dim] + [sympy.Integer(1)] + size[dim:]
+    return view_of(x, new, lambda index: list(index[:dim]) + list(index[dim + 1 :]))
+
+
+@register(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+def squeeze(x, dim=None):
+    size = list(x.get_size())
+    if dim is None:
+        dims = [i for i, s in enumerate(size) if s == 1]
+    else:
+        dims = [dim] if isinstance(dim, int) else list(dim)
+        dims = [normalize_dim(d, len(size)) for d in dims] if size else []
+        dims = [d for d in dims if size[d] == 1]
+    if not dims:
+        return x
+    keep = [i for i in range(len(size)) if i not in dims]
+
+    def reindex(index):
+        old = [sympy.Integer(0)] * len(size)
+        for k, i in enumerate(keep):
+            old[i] = index[k]
+        return old
+
+    return view_of(x, [size[i] for i in keep], reindex)
+
+
+@register(aten.slice.Tensor)
+def slice_(x, dim=0, start=None, end=None, step=1):
+    size = list(x.get_size())
+    dim = normalize_dim(dim, len(size))
+    n = to_int(size[dim])
+    start = 0 if start is None else start
+    end = n if end is None else end
+    start = start + n if start < 0 else start
+    end = end + n if end < 0 else end
+    start, end = min(max(start, 0), n), min(max(end, 0), n)
+    length = max(0, (end - start + step - 1) // step)
+    if start == 0 and length == n and step == 1:
+        return x
+    new = size[:dim] + [sympy.Integer(length)] + size[dim + 1 :]
+
+    def reindex(index):
+        idx = list(index)
+        idx[dim] = idx[dim] * step + start
+        return idx
+
+    return view_of(x, new, reindex)
+
+
+@register(aten.select.int)
+def select(x, dim, index):
+    size = list(x.get_size())
+    dim = normalize_dim(dim, len(size))
+    n = to_int(size[dim])
+    index = index + n if index < 0 else index
+    new = size[:dim] + size[dim + 1 :]
+
+    def reindex(idx):
+        return list(idx[:dim]) + [sympy.Integer(index)] + list(idx[dim:])
+
+    return view_of(x, new, reindex)
+
+
+def _infer_size(shape, numel):
+    shape = list(shape)
+    if -1 in shape:
+        known = 1
+        for s in shape:
+            if s != -1:
+                known *= int(s)
+        shape[shape.index(-1)] = numel // known if known else 0
+    return [as_expr(s) for s in shape]
+
+
+def reshape_indexer(old_size, new_size):
+    """Maps an index of ``new_size`` to one of ``old_size`` (same numel): dims are matched in
+    groups of equal products so aligned reshapes need no division."""
+    old = [to_int(s) for s in old_size]
+    new = [to_int(s) for s in new_size]
+    groups = []  # (old dims, new dims)
+    i = j = 0
+    while i < len(old) or j < len(new):
+        oi, nj = [], []
+        po = pn = 1
+        # take at least one dim from each side (size-1 dims attach to the current group)
+        while True:
+            if (po <= pn or j >= len(new)) and i < len(old):
+                po *= old[i]
+                oi.append(i)
+                i += 1
+            elif j < len(new):
+                pn *= new[j]
+                nj.append(j)
+                j += 1
+            else:
+                break
+            if po == pn and (i >= len(old) or old[i] != 1) and (j >= len(new) or new[j] != 1):
+                if oi and nj or (i >= len(old) and j >= len(new)):
+                    break
+        groups.append((oi, nj))
+
+    def reindex(index):
+        out = [sympy.Integer(0)] * len(old)
+        for oi, nj in groups:
+            flat = sympy.Integer(0)
+            for k in nj:
+                flat = flat * new[k] + index[k]
+            rem = 1
+            for k in reversed(oi):
+                out[k] = IMod(FloorDiv(flat, rem), old[k]) if k != oi[0] else FloorDiv(flat, rem)
+                rem *= old[k]
+        return out
+
+    return reindex
+
+
+@register(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+def view(x, shape):
+    old = x.get_size()
+    total = to_int(product(old))
+    new = _infer_size(shape, total)
+    if [to_int(s) for s in new] == [to_int(s) for s in old]:
+        return x
+    if to_int(product(new)) != total:
+        raise NotLowered(f"view {old} -> {new} changes numel")
+    return view_of(x, new, reshape_indexer(old, new))
+
+
+@register(aten.as_strided.default)
+def as_strided(x, size, stride, storage_offset=None):
+    # Strides refer to the storage: only meaningful on a realized, dense buffer.
+    base = realize_input(x)
+    if isinstance(base, ReinterpretView):
+        if not base.layout.is_contiguous():
+            raise NotLowered("as_strided of a non-contiguous view")
+        buf, off0 = base.buffer, base.layout.offset
+    else:
+        if not base.layout.is_contiguous():
+            raise NotLowered("as_strided of a non-contiguous buffer")
+        buf, off0 = base, base.layout.offset
+    off = as_expr(storage_offset if storage_offset is not None else off0)
+    layout = FixedLayout(x.get_dtype(), as_exprs(size), as_exprs(stride), off)
+    return StridedNode(buf, layout)
+
+
+class StridedNode(View):
+    """A view given by explicit strides into a realized buffer (as_strided)."""
+
+    def __init__(self, buffer, layout):
+        self.buffer = buffer
+        self.layout = layout
+        self.base = StorageBox(buffer)
+        self.size = layout.size
+
+    def get_dtype(self):
+        return self.layout.dtype
+
+    def make_loader(self):
+        name, layout = self.buffer.get_name(), self.layout
+        return lambda index: ops.load(name, layout.index(index))
+
+
+@register(aten.split.Tensor)
+def split(x, split_size, dim=0):
+    size = x.get_size()
+    dim = normalize_dim(dim, len(size))
+    n = to_int(size[dim])
+    out = []
+    for start in range(0, max(n, 1), split_size or 1):
+        out.append(slice_(x, dim, start, min(start + split_size, n)))
+        if n == 0:
+            break
+    return out
+
+
+@register(aten.split_with_sizes.default)
+def split_with_sizes(x, split_sizes, dim=0):
+    dim = normalize_dim(dim, len(x.get_size()))
+    out, start = [], 0
+    for s in split_sizes:
+        out.append(slice_(x, dim, start, start + s))
+        start += s
+    return out
+
+
+@register(aten.unbind.int)
+def unbind(x, dim=0):
+    dim = normalize_dim(dim, len(x.get_size()))
+    return [select(x, dim, i) for i in range(to_int(x.get_size()[dim]))]
+
+
+@register(aten.expand_copy.default)
+def expand_copy(x, sizes, implicit=False):
+    return expand(x, sizes)
+
+
+@register(aten.permute_copy.default)
+def permute_copy(x, dims):
+    return permute(x, dims)
+
+
+@register(aten.view_copy.default)
+def view_copy(x, shape):
+    return view(x, shape)
+
+
+@register(aten.unsqueeze_copy.default)
+def unsqueeze_copy(x, dim):
+    return unsqueeze(x, dim)
+
+
+@register(aten.squeeze_copy.dim, aten.squeeze_copy.dims)
+def squeeze_copy(x, dim):
+    return squeeze(x, dim)
+
+
+@register(aten.t_copy.default)
+def t_copy(x):
+    return t(x)
+
+
+@register(aten.transpose_copy.int)
+def transpose_copy(x, d0, d1):
+    return transpose(x, d0, d1)
+
+
+@register(aten.slice_copy.Tensor)
+def slice_copy(x, dim=0, start=None, end=None, step=1):
+    return slice_(x, dim, start, end, step)
+
+
+@register(aten.select_copy.int)
+def select_copy(x, dim, index):
+    return select(x, dim, index)
+
+
+def dtype_of(x) -> torch.dtype:
+    return x.get_dtype()

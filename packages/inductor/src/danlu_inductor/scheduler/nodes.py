@@ -1,0 +1,115 @@
+"""Scheduler nodes: one per buffer the graph computes, with its reads and placement rules."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import sympy
+
+from danlu_inductor.ir import nodes as ir
+from danlu_inductor.ir.symbols import index_vars, product, to_int
+from danlu_inductor.scheduler.dependencies import record_reads
+
+
+def reshape_index(node_sizes, kernel_sizes, kernel_vars):
+    """The node's index for kernel loop variables (equal numel, any dim split)."""
+    from danlu_inductor.lowering.views import reshape_indexer
+
+    if [to_int(s) for s in node_sizes] == [to_int(s) for s in kernel_sizes]:
+        return list(kernel_vars)
+    return reshape_indexer(node_sizes, kernel_sizes)(list(kernel_vars))
+
+
+class BaseSchedulerNode:
+    is_extern = False
+    is_reduction = False
+
+    def __init__(self, buf: ir.Buffer, order: int):
+        self.node = buf
+        self.name = buf.get_name()
+        self.order = order  # creation order: a valid topological order
+        self.deps: set[str] = set()  # scheduler node names this one must run after
+        self.users: set[str] = set()
+
+    @property
+    def read_names(self) -> set[str]:
+        return set()
+
+
+class SchedulerNode(BaseSchedulerNode):
+    """A ComputedBuffer: a Pointwise or Reduction loop nest."""
+
+    def __init__(self, buf: ir.ComputedBuffer, order: int):
+        super().__init__(buf, order)
+        data = buf.data
+        self.is_reduction = isinstance(data, ir.Reduction)
+        self.ranges = list(data.ranges)
+        self.rranges = list(data.reduction_ranges())
+
+    @cached_property
+    def reads(self):
+        data = self.node.data
+        xv, rv = index_vars("x", len(self.ranges)), index_vars("r", len(self.rranges))
+        if self.is_reduction:
+            return record_reads(data.inner_fn, xv, rv)
+        return record_reads(data.inner_fn, xv)
+
+    @property
+    def read_names(self):
+        return {d.name for d in self.reads}
+
+    @property
+    def numel(self) -> int:
+        return to_int(product(self.ranges))
+
+    @property
+    def rnumel(self) -> int:
+        return to_int(product(self.rranges))
+
+    def placement(self, xsizes, rsizes) -> str | None:
+        """Where this node goes in a kernel over (xsizes, rsizes): "reduction", "xr" (inside
+        the reduction loop), "x" (once per outer iteration), or None (does not fit)."""
+        xn, rn = to_int(product(xsizes)), to_int(product(rsizes))
+        if self.is_reduction:
+            return "reduction" if (self.numel == xn and self.rnumel == rn and rsizes) else None
+        if self.numel == xn:
+            return "x"
+        if self.numel == xn * rn:
+            return "xr"
+        return None
+
+    def index_in_kernel(self, placement, xvars, rvars, xsizes, rsizes):
+        """(node x index, node r index) as expressions of the kernel's loop variables."""
+        if placement == "reduction":
+            return (
+                reshape_index(self.ranges, xsizes, xvars),
+                reshape_index(self.rranges, rsizes, rvars),
+            )
+        if placement == "x":
+            return reshape_index(self.ranges, xsizes, xvars), []
+        return reshape_index(
+            self.ranges, list(xsizes) + list(rsizes), list(xvars) + list(rvars)
+        ), []
+
+    def write_index(self, index) -> sympy.Expr:
+        return self.node.layout.index(index)
+
+    def run_body(self, index, rindex):
+        data = self.node.data
+        return data.inner_fn(index, rindex) if self.is_reduction else data.inner_fn(index)
+
+
+class ExternSchedulerNode(BaseSchedulerNode):
+    is_extern = True
+
+    @property
+    def read_names(self):
+        return set(self.node.input_buffers())
+
+
+class MultiOutputSchedulerNode(BaseSchedulerNode):
+    is_extern = True
+
+    @property
+    def read_names(self):
+        return {self.node.parent.get_name()}

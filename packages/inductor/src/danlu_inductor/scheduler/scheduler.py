@@ -1,0 +1,332 @@
+"""The scheduler: dependencies, dead-node elimination, fusion, kernel order.
+
+Fusion is greedy by score, like Inductor's: candidate pairs of groups that share a buffer
+(producer -> consumer: vertical) or read the same buffer (siblings: horizontal) are sorted by
+the bytes they would save and merged when ``can_fuse`` allows it. A merged group is one
+kernel over an outer index space X and (for reductions) a reduction space R. Each member is
+placed "x" (once per outer index), "xr" (inside a reduction-space loop) or "reduction".
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from danlu_inductor.ir import nodes as ir
+from danlu_inductor.ir.symbols import index_vars, to_int
+from danlu_inductor.scheduler.nodes import (
+    ExternSchedulerNode,
+    MultiOutputSchedulerNode,
+    SchedulerNode,
+)
+
+MAX_FUSION_SIZE = 64
+
+
+class FusionGroup:
+    """A set of SchedulerNodes that become one kernel."""
+
+    def __init__(self, nodes: list[SchedulerNode], xsizes, rsizes):
+        self.nodes = sorted(nodes, key=lambda n: n.order)
+        self.names = {n.name for n in self.nodes}
+        self.xsizes = list(xsizes)
+        self.rsizes = list(rsizes)
+        self.placements = {n.name: n.placement(self.xsizes, self.rsizes) for n in self.nodes}
+        self.xvars = index_vars("x", len(self.xsizes))
+        self.rvars = index_vars("r", len(self.rsizes))
+        self.name = self.nodes[0].name
+        self.order = self.nodes[0].order
+        self.is_extern = False
+        self.phases: list[tuple[str, list[SchedulerNode]]] = []
+
+    @staticmethod
+    def of(node: SchedulerNode) -> FusionGroup:
+        return FusionGroup([node], node.ranges, node.rranges)
+
+    @property
+    def has_reduction(self):
+        return any(n.is_reduction for n in self.nodes)
+
+    def index_of(self, node):
+        return node.index_in_kernel(
+            self.placements[node.name], self.xvars, self.rvars, self.xsizes, self.rsizes
+        )
+
+    def reads_in_kernel(self, node):
+        """The node's reads with indices in kernel variables."""
+        idx, ridx = self.index_of(node)
+        allv = list(index_vars("x", len(node.ranges))) + list(index_vars("r", len(node.rranges)))
+        vals = list(idx) + list(ridx)
+        sub = dict(zip(allv, vals))
+        return [(d.name, sympy.expand(d.index.xreplace(sub)), d.indirect) for d in node.reads]
+
+    def write_in_kernel(self, node):
+        idx, _ = self.index_of(node)
+        return sympy.expand(node.write_index(idx))
+
+    def compute_phases(self):
+        """Split members into loops: consecutive "xr"/"reduction" members share one loop over
+        R unless one reads a reduction finished in that same loop; "x" members run between."""
+        phases: list[tuple[str, list]] = []
+        written_by_reduction_in_phase: set[str] = set()
+        for n in self.nodes:
+            kind = "x" if self.placements[n.name] == "x" else "r"
+            reads = n.read_names
+            if (
+                phases
+                and phases[-1][0] == kind
+                and not (kind == "r" and reads & written_by_reduction_in_phase)
+            ):
+                phases[-1][1].append(n)
+            else:
+                phases.append((kind, [n]))
+                written_by_reduction_in_phase = set()
+            if n.is_reduction:
+                written_by_reduction_in_phase.add(n.name)
+        self.phases = phases
+        return phases
+
+    def describe(self) -> str:
+        kind = "reduction" if self.has_reduction else "pointwise"
+        xs = "x".join(str(s) for s in self.xsizes) or "1"
+        rs = "x".join(str(s) for s in self.rsizes)
+        dims = xs + (f" | r {rs}" if rs else "")
+        members = ", ".join(f"{n.name}:{self.placements[n.name]}" for n in self.nodes)
+        return f"{kind} kernel [{dims}]: {members}"
+
+
+class ExternGroup:
+    def __init__(self, node):
+        self.nodes = [node]
+        self.names = {node.name}
+        self.name = node.name
+        self.order = node.order
+        self.is_extern = True
+
+    def describe(self):
+        return f"extern {self.nodes[0].node.dump()}"
+
+
+class Scheduler:
+    def __init__(self, graph):
+        self.graph = graph
+        self.fusion_log: list[str] = []
+        self.output_names = {
+            b.get_name() if isinstance(b, ir.Buffer) else b.buffer.get_name()
+            for b in graph.graph_outputs
+            if isinstance(b, (ir.Buffer, ir.ReinterpretView))
+        }
+        self.nodes = self._create_nodes()
+        self._compute_deps()
+        self._dead_node_elimination()
+        self.groups = self._fuse()
+        self.groups = self._topological(self.groups)
+        for g in self.groups:
+            if not g.is_extern:
+                g.compute_phases()
+
+    # ------------------------------------------------------------------ nodes and deps
+    def _create_nodes(self):
+        out = []
+        for i, buf in enumerate(self.graph.buffers):
+            if isinstance(buf, ir.ComputedBuffer):
+                out.append(SchedulerNode(buf, i))
+            elif isinstance(buf, ir.MultiOutput):
+                out.append(MultiOutputSchedulerNode(buf, i))
+            elif isinstance(buf, ir.ExternKernel):
+                out.append(ExternSchedulerNode(buf, i))
+        self.name_to_node = {n.name: n for n in out}
+        return out
+
+    def _compute_deps(self):
+        last_writer: dict[str, str] = {}
+        readers: dict[str, list[str]] = {}
+        prev_extern = None
+        for n in self.nodes:
+            for b in n.read_names:
+                if b in last_writer:
+                    n.deps.add(last_writer[b])
+                readers.setdefault(b, []).append(n.name)
+            if isinstance(n, ExternSchedulerNode):
+                # library calls keep their relative order (random streams, side effects)
+                if prev_extern is not None:
+                    n.deps.add(prev_extern)
+                prev_extern = n.name
+                for b in n.node.mutates:
+                    if b in last_writer:
+                        n.deps.add(last_writer[b])
+                    n.deps.update(r for r in readers.get(b, []) if r != n.name)
+                    last_writer[b] = n.name
+                    readers[b] = []
+            last_writer[n.name] = n.name
+        for n in self.nodes:
+            for d in n.deps:
+                self.name_to_node[d].users.add(n.name)
+
+    def _dead_node_elimination(self):
+        alive = []
+        removed = set()
+        for n in reversed(self.nodes):
+            live_users = n.users - removed
+            if n.is_extern or live_users or n.name in self.output_names:
+                alive.append(n)
+            else:
+                removed.add(n.name)
+                self.fusion_log.append(f"removed dead buffer {n.name}")
+        self.nodes = list(reversed(alive))
+        for n in self.nodes:
+            n.users -= removed
+        self.name_to_node = {n.name: n for n in self.nodes}
+        # ancestors, for the cycle check
+        self.ancestors: dict[str, set[str]] = {}
+        for n in self.nodes:
+            anc = set()
+            for d in n.deps:
+                if d in self.name_to_node:
+                    anc.add(d)
+                    anc |= self.ancestors[d]
+            self.ancestors[n.name] = anc
+
+    # --------------------------------------------------------------------------- fusion
+    def _fuse(self):
+        groups = {}
+        for n in self.nodes:
+            g = ExternGroup(n) if n.is_extern else FusionGroup.of(n)
+            groups[n.name] = g
+        self.node_group = {n.name: groups[n.name] for n in self.nodes}
+        for _ in range(10):
+            fused_any = False
+            for a, b in self._candidate_pairs(set(self.node_group.values())):
+                ga, gb = self.node_group[a], self.node_group[b]
+                if ga is gb:
+                    continue
+                merged = self.can_fuse(ga, gb)
+                if merged is None:
+                    continue
+                kind = (
+                    "vertical" if self._depends(ga, gb) or self._depends(gb, ga) else "horizontal"
+                )
+                self.fusion_log.append(
+                    f"fuse {kind}: [{', '.join(sorted(ga.names))}] + [{', '.join(sorted(gb.names))}]"
+                )
+                for nm in merged.names:
+                    self.node_group[nm] = merged
+                fused_any = True
+            if not fused_any:
+                break
+        unique = {id(g): g for g in self.node_group.values()}
+        return list(unique.values())
+
+    def _candidate_pairs(self, groups):
+        """(node a, node b) pairs from different groups, best score first."""
+        readers: dict[str, list] = {}
+        for g in groups:
+            if g.is_extern:
+                continue
+            for n in g.nodes:
+                for b in n.read_names:
+                    readers.setdefault(b, []).append(n)
+        scores: dict[tuple[str, str], int] = {}
+        for b, rs in readers.items():
+            size = self._bytes(b)
+            producer = self.name_to_node.get(b)
+            if producer is not None and not producer.is_extern:
+                for r in rs:
+                    key = (producer.name, r.name)
+                    scores[key] = scores.get(key, 0) + 2 * size
+            for i in range(len(rs)):
+                for j in range(i + 1, min(len(rs), i + 8)):
+                    key = (rs[i].name, rs[j].name)
+                    scores[key] = scores.get(key, 0) + size
+        order = {n.name: n.order for n in self.nodes}
+        return [
+            k
+            for k in sorted(scores, key=lambda k: (-scores[k], abs(order[k[0]] - order[k[1]])))
+            if k[0] != k[1]
+        ]
+
+    def _bytes(self, name):
+        buf = self.graph.name_to_buffer.get(name)
+        if buf is None or buf.layout is None:
+            return 1
+        n = 1
+        for s in buf.layout.size:
+            n *= to_int(s)
+        return max(n, 1) * buf.layout.dtype.itemsize
+
+    def _depends(self, ga, gb) -> bool:
+        """Does some member of gb depend (transitively) on ga?"""
+        return any(self.ancestors[n.name] & ga.names for n in gb.nodes)
+
+    def _cycle(self, ga, gb) -> bool:
+        members = ga.names | gb.names
+        for g1, g2 in ((ga, gb), (gb, ga)):
+            outside = set().union(*(self.ancestors[n.name] for n in g2.nodes)) - members
+            for k in outside:
+                if self.ancestors[k] & g1.names:
+                    return True
+        return False
+
+    def can_fuse(self, ga, gb):
+        """The merged group, or None when fusing would be illegal or pointless."""
+        if ga.is_extern or gb.is_extern:
+            return None
+        if len(ga.nodes) + len(gb.nodes) > MAX_FUSION_SIZE:
+            return None
+        if ga.has_reduction:
+            xs, rs = ga.xsizes, ga.rsizes
+        elif gb.has_reduction:
+            xs, rs = gb.xsizes, gb.rsizes
+        else:
+            first = ga if ga.order <= gb.order else gb
+            xs, rs = first.xsizes, first.rsizes
+        nodes = ga.nodes + gb.nodes
+        if any(n.placement(xs, rs) is None for n in nodes):
+            return None
+        if self._cycle(ga, gb):
+            return None
+        merged = FusionGroup(nodes, xs, rs)
+        if not self._legal(merged):
+            return None
+        return merged
+
+    def _legal(self, g: FusionGroup) -> bool:
+        """Every read of a buffer written in the kernel hits the element that the same
+        iteration wrote (so no thread reads another thread's result)."""
+        writes = {n.name: g.write_in_kernel(n) for n in g.nodes}
+        for n in g.nodes:
+            for name, index, indirect in g.reads_in_kernel(n):
+                if name in writes:
+                    if indirect or sympy.expand(index - writes[name]) != 0:
+                        return False
+        return True
+
+    # ------------------------------------------------------------------------- order
+    def _topological(self, groups):
+        group_of = {}
+        for g in groups:
+            for nm in g.names:
+                group_of[nm] = g
+        deps = {id(g): set() for g in groups}
+        for g in groups:
+            for n in g.nodes:
+                for d in n.deps:
+                    if d in group_of and group_of[d] is not g:
+                        deps[id(g)].add(id(group_of[d]))
+        done, out = set(), []
+        pending = sorted(groups, key=lambda g: g.order)
+        while pending:
+            for g in pending:
+                if deps[id(g)] <= done:
+                    out.append(g)
+                    done.add(id(g))
+                    pending.remove(g)
+                    break
+            else:  # pragma: no cover - the cycle check makes this unreachable
+                raise RuntimeError("cycle between fused kernels")
+        return out
+
+    # ---------------------------------------------------------------------- reporting
+    def describe(self) -> str:
+        lines = ["# fusion decisions", *self.fusion_log, "# kernels"]
+        lines += [f"{i}: {g.describe()}" for i, g in enumerate(self.groups)]
+        return "\n".join(lines)
