@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import operator
+
+import torch
 import torch.fx as fx
 
 from danlu_aotautograd.partition.graph_split import (
@@ -17,6 +20,14 @@ def default_partition(joint: fx.GraphModule, *, num_fw_outputs: int) -> Partitio
     the backward reads is saved; backward-only work that needs no tangent runs in backward."""
     parts = JointParts.of(joint, num_fw_outputs)
     forward_side = parts.fw_required | set(parts.primals)
+    # items of a multi-output forward op belong to the forward too: tuples cannot be saved
+    forward_side |= {
+        u
+        for n in list(forward_side)
+        if not isinstance(n.meta.get("val"), torch.Tensor)
+        for u in n.users
+        if u.target is operator.getitem
+    }
     backward_side = ancestors([g for g in parts.grads if g is not None]) - forward_side
     saved = [
         n for n in forward_side if any(u in backward_side for u in n.users) or n in parts.grads
