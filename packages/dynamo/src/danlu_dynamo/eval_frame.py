@@ -31,6 +31,7 @@ __all__ = [
     "get_cache_limit",
     "cache_entries",
     "code_state",
+    "check_transformed_code",
     "hook_installed",
     "stats",
     "reset_stats",

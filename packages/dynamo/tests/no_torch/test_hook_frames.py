@@ -400,3 +400,57 @@ def test_regions_nest_and_restore_on_exceptions():
     ef.compiled_region(outer, outer_cb)()
     assert states == [outer_cb, inner_cb, outer_cb]
     assert ef.get_eval_frame() is None
+
+
+class Base:
+    def describe(self, x):
+        return ("base", x)
+
+
+class Child(Base):
+    def describe(self, x):
+        return ("child",) + super().describe(x)
+
+    def describe_alt(self, x):  # same free variable (__class__) as describe
+        return ("alt",) + super().describe(x)
+
+
+def test_methods_and_zero_argument_super():
+    obj = Child()
+    seen = []
+    cb = substitute(Child.describe, Child.describe_alt, seen=seen)
+    assert run_in_region(cb, obj.describe, 1) == ("alt", "base", 1)
+    assert seen[0][0]["self"] is obj and seen[0][0]["__class__"] is Child
+    assert Child.describe.__code__.co_freevars == ("__class__",)
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="sys.monitoring is new in CPython 3.12")
+def test_frames_started_by_a_monitoring_callback_are_not_shown():
+    mon = sys.monitoring
+    tool = mon.PROFILER_ID
+    seen, starts = [], []
+
+    def monitor_helper(code):
+        return code.co_name
+
+    def on_start(code, offset):
+        starts.append(monitor_helper(code))
+
+    def cb(frame, n):
+        seen.append(frame.f_code.co_name)
+        if frame.f_code is add.__code__:
+            return ef.GuardedCode(add_alt.__code__, lambda L: True)
+        return None
+
+    mon.use_tool_id(tool, "danlu-test")
+    try:
+        mon.register_callback(tool, mon.events.PY_START, on_start)
+        mon.set_events(tool, mon.events.PY_START)
+        result = run_in_region(cb, lambda: add(1, 2))
+    finally:
+        mon.set_events(tool, 0)
+        mon.register_callback(tool, mon.events.PY_START, None)
+        mon.free_tool_id(tool)
+    assert result == ("alt", 1, 2)
+    assert "add_alt" in starts
+    assert "monitor_helper" not in seen and "on_start" not in seen

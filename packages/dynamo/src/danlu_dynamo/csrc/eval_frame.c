@@ -19,6 +19,10 @@
 #error "danlu_dynamo._eval_frame is tested on CPython 3.11, 3.12 and 3.13 only: check the _PyInterpreterFrame layout and the frame disposal rule before adding a version"
 #endif
 
+#ifdef Py_GIL_DISABLED
+#error "danlu_dynamo._eval_frame relies on the GIL to keep its cache consistent: free-threaded builds are not supported"
+#endif
+
 #define Py_BUILD_CORE 1
 #include "internal/pycore_frame.h" /* _PyInterpreterFrame, frame owners */
 #include "internal/pycore_code.h"  /* _PyLocals_GetKind, CO_FAST_* */
