@@ -123,6 +123,36 @@ def test_recursion_through_substitution():
     assert ef.stats()["hits"] == 149
 
 
+def _big_frame_function(name, body, n_locals=400):
+    # 400 locals: ~3 kB frames, so a few levels fill a data-stack chunk and the (big) frames the
+    # hook disposes of are often the first of a fresh chunk (the 3.12 pop frees that chunk)
+    local_names = [f"v{i}" for i in range(n_locals)]
+    src = f"def {name}(n, payload):\n    {' = '.join(local_names)} = 0\n    {body}\n"
+    ns = {}
+    exec(src, ns)
+    return ns[name], ns
+
+
+def test_substitution_across_data_stack_chunks():
+    big, ns = _big_frame_function("big", "return 0 if n == 0 else 1 + big(n - 1, payload)")
+    big_alt, _ = _big_frame_function(
+        "big_alt", "return 0 if n == 0 else 1 + big(n - 1, payload)", n_locals=1
+    )
+    ns["big"] = big
+    big_alt.__globals__["big"] = big
+    payload = object()
+    region = ef.compiled_region(big, substitute(big, big_alt))
+    assert region(60, payload) == 60
+    before = sys.getrefcount(payload)
+    for _ in range(200):
+        assert region(60, payload) == 60
+    after = sys.getrefcount(payload)
+    assert after == before
+    assert ef.stats()["hits"] >= 200 * 60
+    if sys.version_info[:2] == (3, 12):  # the only version where our own code pops frames
+        assert ef.stats()["datastack_chunks_freed"] > 0
+
+
 def test_runaway_recursion_in_a_region_raises_recursion_error():
     def forever(n):
         return forever(n + 1)

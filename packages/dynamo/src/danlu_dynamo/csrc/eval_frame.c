@@ -84,7 +84,7 @@ static THREAD_LOCAL PyObject *t_callback = NULL;
 /* > 0 while this thread runs guards or the callback: frames started then run unhooked. */
 static THREAD_LOCAL int t_suspended = 0;
 
-static unsigned long long n_frames, n_hits, n_misses, n_compiles, n_eager;
+static unsigned long long n_frames, n_hits, n_misses, n_compiles, n_eager, n_chunks_freed;
 
 /* ---- per-code extra state ------------------------------------------------------------ */
 typedef struct ExtraState {
@@ -172,6 +172,7 @@ pop_unrun_frame_312(PyThreadState *ts, _PyInterpreterFrame *f)
         PyObjectArenaAllocator arena;
         PyObject_GetArenaAllocator(&arena);
         arena.free(arena.ctx, chunk, chunk->size);
+        n_chunks_freed++;
     }
     else {
         ts->datastack_top = base;
@@ -730,15 +731,16 @@ ef_hook_installed(PyObject *m, PyObject *noargs)
 static PyObject *
 ef_stats(PyObject *m, PyObject *noargs)
 {
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:n}", "frames", n_frames, "hits", n_hits,
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:n,s:K}", "frames", n_frames, "hits", n_hits,
                          "misses", n_misses, "compiles", n_compiles, "cache_limit_hits",
-                         n_eager, "active_threads", g_active_threads);
+                         n_eager, "active_threads", g_active_threads,
+                         "datastack_chunks_freed", n_chunks_freed);
 }
 
 static PyObject *
 ef_reset_stats(PyObject *m, PyObject *noargs)
 {
-    n_frames = n_hits = n_misses = n_compiles = n_eager = 0;
+    n_frames = n_hits = n_misses = n_compiles = n_eager = n_chunks_freed = 0;
     Py_RETURN_NONE;
 }
 
