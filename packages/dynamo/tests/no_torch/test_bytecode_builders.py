@@ -261,3 +261,93 @@ def test_clear_errors():
     orphan_yield = [create_instruction("YIELD_VALUE", arg=0)] + b.return_value()
     with pytest.raises(AssemblyError, match="followed directly by RESUME"):
         assemble(b.load_const(1) + orphan_yield, template=template)
+
+
+class _Recorder:
+    def __init__(self, swallow=False):
+        self.events = []
+        self.swallow = swallow
+
+    def __enter__(self):
+        self.events.append("enter")
+        return self
+
+    def __exit__(self, kind, value, tb):
+        self.events.append(("exit", kind.__name__ if kind else None))
+        return self.swallow
+
+
+def _with_body(ctx, xs):
+    out = []
+    with ctx:
+        out.append("start")
+        out.append(10 // xs[0])
+        out.append("end")
+    out.append("after")
+    return out
+
+
+def test_resume_reenters_a_with_block():
+    """Resume in the middle of a with body: the prefix re-enters the context manager and the
+    original handler calls __exit__ on normal exit and on an exception."""
+    from danlu_dynamo.bytecode import stack_depths
+
+    code = _with_body.__code__
+    ins = disassemble(code)
+    depths = stack_depths(ins)
+    body_line = code.co_firstlineno + 4  # out.append(10 // xs[0])
+    k = next(
+        i for i, x in enumerate(ins) if x.positions.lineno == body_line and x.exn_entry is not None
+    )
+    assert depths[k] == 1  # __exit__ is on the stack inside the body
+    rc = make_resume_code(
+        code,
+        ins[k].offset,
+        stack=[b.enter_with(b.load_local("ctx"))],
+        live_locals=["ctx", "xs", "out"],
+    )
+    f = make_function(rc, GLOBALS)
+
+    ctx = _Recorder()
+    assert f(ctx, [5], ["start"]) == ["start", 2, "end", "after"]
+    assert ctx.events == ["enter", ("exit", None)]
+
+    ctx = _Recorder(swallow=False)
+    with pytest.raises(ZeroDivisionError):
+        f(ctx, [0], ["start"])
+    assert ctx.events == ["enter", ("exit", "ZeroDivisionError")]
+
+    ctx = _Recorder(swallow=True)
+    assert f(ctx, [0], ["start"]) == ["start", "after"]
+    assert ctx.events == ["enter", ("exit", "ZeroDivisionError")]
+
+
+def _cell_argument(x, n):
+    def get():
+        return x
+
+    x = x + n
+    return get(), x
+
+
+def test_resume_with_an_argument_that_is_a_cell():
+    """An argument captured by a closure is a cell: it reaches the resume function in the
+    closure, not as an argument."""
+    code = _cell_argument.__code__
+    assert "x" in code.co_cellvars and "x" in code.co_varnames
+    ins = disassemble(code)
+    store = next(i for i in ins if i.opname == "STORE_DEREF")
+    # Resume at `x = x + n`'s store: the stack holds the new value.
+    rc = make_resume_code(code, store.offset, stack=["value"], live_locals=["get"])
+    assert rc.co_freevars == resume_closure_names(code) == ("x",)
+    cell = types.CellType(1)
+    get = types.FunctionType(
+        [c for c in code.co_consts if isinstance(c, types.CodeType)][0],
+        GLOBALS,
+        "get",
+        None,
+        (cell,),
+    )
+    f = make_function(rc, GLOBALS, closure=(cell,))
+    assert f(42, get) == (42, 42)
+    assert cell.cell_contents == 42

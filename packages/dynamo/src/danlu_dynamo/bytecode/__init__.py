@@ -10,10 +10,11 @@ from .code_builder import function_prologue, make_code, make_function
 from .code_tables import CodeTables
 from .disassembler import disassemble
 from .instruction import NO_POSITIONS, ExceptionTableEntry, Instruction, Positions
+from .liveness import live_locals, live_locals_at
 from .opcodes import PY_VERSION
 from .printing import format_instructions
 from .resume import make_resume_code, resume_closure_names
-from .stack_depth import StackDepthError, max_stack_depth
+from .stack_depth import StackDepthError, max_stack_depth, stack_depths
 
 __all__ = [
     "NO_POSITIONS",
@@ -29,10 +30,13 @@ __all__ = [
     "create_instruction",
     "disassemble",
     "format_instructions",
+    "live_locals",
+    "live_locals_at",
     "function_prologue",
     "make_code",
     "make_function",
     "make_resume_code",
     "max_stack_depth",
     "resume_closure_names",
+    "stack_depths",
 ]

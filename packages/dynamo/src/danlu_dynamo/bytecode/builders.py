@@ -122,6 +122,17 @@ def rotate(n: int) -> list[Instruction]:
     return [create_instruction("SWAP", arg=i) for i in range(n, 1, -1)]
 
 
+def enter_with(load_context_manager: Sequence[Instruction]) -> list[Instruction]:
+    """Call the context manager's __enter__ (result dropped) and leave its bound __exit__ on
+    the stack: the stack slot a `with` body runs above. Used to re-enter a with block in a
+    resume function; the original body's exception-table entries then cover the exit."""
+    return [
+        *load_context_manager,
+        create_instruction("BEFORE_WITH"),
+        *pop_top(),
+    ]
+
+
 # -- building and unpacking -------------------------------------------------------------------
 
 

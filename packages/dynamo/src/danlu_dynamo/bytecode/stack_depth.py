@@ -1,4 +1,4 @@
-"""Maximum value-stack depth of an instruction list (what `co_stacksize` must hold).
+"""Value-stack depth of an instruction list: per instruction and the maximum (`co_stacksize`).
 
 A walk over the control-flow graph from the first instruction: each instruction's stack
 effect comes from `dis.stack_effect` (per branch for jumps), and each protected instruction
@@ -16,9 +16,19 @@ class StackDepthError(ValueError):
 
 
 def max_stack_depth(instructions: list[Instruction]) -> int:
-    """Args must be resolved (the assembler calls this after fixing opargs)."""
+    """The stack size the code needs. Opargs must be resolved (the assembler calls this after
+    fixing them; disassembled instructions already have them)."""
+    return _walk(instructions)[1]
+
+
+def stack_depths(instructions: list[Instruction]) -> list[int | None]:
+    """Stack depth on entry to each instruction; None for unreachable instructions."""
+    return _walk(instructions)[0]
+
+
+def _walk(instructions: list[Instruction]) -> tuple[list[int | None], int]:
     if not instructions:
-        return 0
+        return [], 0
     index = {id(ins): i for i, ins in enumerate(instructions)}
     depth_at: list[int | None] = [None] * len(instructions)
     worklist: list[tuple[int, int]] = []
@@ -55,7 +65,7 @@ def max_stack_depth(instructions: list[Instruction]) -> int:
                 reach(i + 1, after, ins)
             else:
                 raise StackDepthError(f"control falls off the end after {ins!r}")
-    return max_depth
+    return depth_at, max_depth
 
 
 def _index_of(index: dict[int, int], target: Instruction | None, source: Instruction) -> int:
