@@ -14,6 +14,7 @@ from danlu_primtorch.prims.registry import PrimKind, define_prim
 from danlu_primtorch.prims.strides import (
     channels_last_strides,
     contiguous_strides,
+    dense_order,
     is_channels_last_contiguous,
     is_contiguous,
 )
@@ -75,7 +76,7 @@ OPS["bmm"] = define_prim(
 def _conv_shape(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
     ts = (x, w) if bias is None else (x, w, bias)
     _same_dtype_device("convolution", *ts)
-    dtype_in("convolution", x, "float")
+    dtype_in("convolution", x, "int|float")
     nsp = x.dim() - 2
     if nsp < 1 or w.dim() != x.dim():
         fail(
@@ -190,18 +191,29 @@ def _sdpa_check(q, k, v, mask, is_causal, scale):
     return out_shape, list(q.shape[:-1])
 
 
+def _sdpa_layouts(q, out_shape, lse_shape):
+    """Eager's layouts: out in q's memory order; for 4-d q the logsumexp is (N, L, H)-major."""
+    perm = dense_order(q.shape, [q.stride()])
+    out_strides = [0] * len(out_shape)
+    acc = 1
+    for d in perm:
+        out_strides[d] = acc
+        acc *= out_shape[d]
+    if len(lse_shape) == 3:
+        _, heads, length = lse_shape
+        lse_strides = (length * heads, 1, heads)
+    else:
+        lse_strides = contiguous_strides(lse_shape)
+    return out_strides, lse_strides
+
+
 def _sdpa_meta(q, k, v, attn_mask, is_causal, scale):
     out_shape, lse_shape = _sdpa_check(q, k, v, attn_mask, is_causal, scale)
+    out_strides, lse_strides = _sdpa_layouts(q, out_shape, lse_shape)
+    lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     return (
-        torch.empty_strided(
-            out_shape, contiguous_strides(out_shape), dtype=q.dtype, device=q.device
-        ),
-        torch.empty_strided(
-            lse_shape,
-            contiguous_strides(lse_shape),
-            dtype=torch.float32 if q.dtype != torch.float64 else torch.float64,
-            device=q.device,
-        ),
+        torch.empty_strided(out_shape, out_strides, dtype=q.dtype, device=q.device),
+        torch.empty_strided(lse_shape, lse_strides, dtype=lse_dtype, device=q.device),
     )
 
 
@@ -223,8 +235,12 @@ def _sdpa_impl(q, k, v, attn_mask, is_causal, scale):
     lse = torch.logsumexp(scores, dim=-1)
     probs = torch.exp(scores - lse.unsqueeze(-1))
     probs = torch.nan_to_num(probs, nan=0.0)  # fully masked rows give zeros, as eager's kernels
-    out = torch.matmul(probs, va).to(q.dtype).contiguous()
-    return out, lse.contiguous()
+    out = torch.matmul(probs, va).to(q.dtype)
+    out_strides, lse_strides = _sdpa_layouts(q, list(out.shape), list(lse.shape))
+    return (
+        torch.empty_strided(out.shape, out_strides, dtype=out.dtype, device=out.device).copy_(out),
+        torch.empty_strided(lse.shape, lse_strides, dtype=lse.dtype, device=lse.device).copy_(lse),
+    )
 
 
 OPS["scaled_dot_product_attention"] = define_prim(
@@ -237,5 +253,7 @@ OPS["scaled_dot_product_attention"] = define_prim(
     "q (..., L, E), k (..., S, E), v (..., S, Ev), one dtype; scale defaults to 1/sqrt(E); "
     "attn_mask (..., L, S) is bool (True = keep) or additive in q's dtype; is_causal keeps "
     "the lower triangle (top-left aligned). No dropout (apply it outside). Computed in float32 "
-    "at least; logsumexp is float32 (float64 for float64 q). Contiguous outputs.",
+    "at least; logsumexp is float32 (float64 for float64 q). out is dense in q's memory order; "
+    "for 4-d q (N, H, L, E) logsumexp (N, H, L) is laid out (N, L, H)-major, as eager's "
+    "kernels; otherwise contiguous.",
 )

@@ -1,0 +1,63 @@
+"""Canonical ATen -> prims decompositions.
+
+For the ``decomposition_table(level="prims")`` merge (read this first):
+
+* :func:`prim_decomposition_table` returns a fresh dict ``OpOverload -> callable``. Every key
+  is a canonical ATen overload (``danlu_primtorch.canonical.CANONICAL_OPS``); each callable
+  has the overload's signature (positional and keyword arguments as ATen names them) and
+  calls only ``torch.ops.danlu_prims.*`` ops (no ATen ops, so no recursion is needed).
+* Broadcasting, type promotion, Python scalars, ATen's defaults (``dim=None``, negative dims,
+  ``-1`` sizes, ``keepdim``) are all explicit in the prims they emit.
+* A callable may raise :class:`PrimDecompositionUnsupported` (a ``NotImplementedError``) for
+  arguments it does not cover (bool-mask indexing, attention dropout, non-strided layouts);
+  the caller should then keep the ATen op. Any other exception is the error eager would raise
+  for the same bad input.
+* Canonical ops with no entry here stay ATen at the prims level:
+  :data:`NOT_DECOMPOSED` lists them with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from danlu_primtorch.prim_decompositions import (  # noqa: F401  (imported for registrations)
+    creation,
+    data_movement,
+    library,
+    pointwise,
+    reductions,
+    views,
+)
+from danlu_primtorch.prim_decompositions.registry import (
+    PRIM_DECOMPOSITIONS,
+    PrimDecompositionUnsupported,
+)
+
+aten = torch.ops.aten
+
+#: Canonical ops deliberately left as ATen at the prims level, with the reason.
+NOT_DECOMPOSED: dict[torch._ops.OpOverload, str] = {
+    aten.i0.default: "no prim: rare Bessel function; a backend calls eager for it",
+    aten.convolution_backward.default: "library kernel; no backward-convolution prim yet",
+    aten._local_scalar_dense.default: "reads a value back to Python: leaves the graph",
+    aten._scaled_dot_product_flash_attention_for_cpu_backward.default: "library kernel; no attention-backward prim yet",
+    aten._scaled_dot_product_efficient_attention.default: "GPU attention with RNG state outputs; not mapped yet",
+    aten._scaled_dot_product_efficient_attention_backward.default: "library kernel; no attention-backward prim yet",
+    aten._scaled_dot_product_flash_attention.default: "GPU attention with RNG state outputs; not mapped yet",
+    aten._scaled_dot_product_flash_attention_backward.default: "library kernel; no attention-backward prim yet",
+}
+
+
+def prim_decomposition_table() -> dict[torch._ops.OpOverload, Callable]:
+    """A fresh dict: canonical ATen overload -> its decomposition into danlu prims."""
+    return dict(PRIM_DECOMPOSITIONS)
+
+
+__all__ = [
+    "NOT_DECOMPOSED",
+    "PRIM_DECOMPOSITIONS",
+    "PrimDecompositionUnsupported",
+    "prim_decomposition_table",
+]
