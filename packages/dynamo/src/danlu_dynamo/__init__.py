@@ -7,11 +7,11 @@ Importing this package does not import torch; the capture API (``optimize``, ``e
 __version__ = "0.1.0.dev0"
 
 _LAZY = {
-    "optimize": ("danlu_dynamo.optimize", "optimize"),
-    "reset": ("danlu_dynamo.optimize", "reset"),
-    "OptimizedModule": ("danlu_dynamo.optimize", "OptimizedModule"),
-    "explain": ("danlu_dynamo.explain", "explain"),
-    "ExplainOutput": ("danlu_dynamo.explain", "ExplainOutput"),
+    "optimize": ("danlu_dynamo.optimizer", "optimize"),
+    "reset": ("danlu_dynamo.optimizer", "reset"),
+    "OptimizedModule": ("danlu_dynamo.optimizer", "OptimizedModule"),
+    "explain": ("danlu_dynamo.explain_report", "explain"),
+    "ExplainOutput": ("danlu_dynamo.explain_report", "ExplainOutput"),
     "GraphBreakError": ("danlu_dynamo.capture.exc", "GraphBreakError"),
     "backends": ("danlu_dynamo.backends", None),
 }

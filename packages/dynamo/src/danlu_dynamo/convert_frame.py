@@ -71,6 +71,7 @@ class Segment:
         self.guards = None
         self.graph_break = None
         self.capture_time = 0.0
+        self.num_ops = 0
 
     def run(self, fs: FrameState):
         L = fs.snapshot()
@@ -324,7 +325,17 @@ def _compile(ctx: CaptureContext, cache: CodeCache, fs: FrameState):
         seg = _trace_segment(ctx, fs)
     except GraphBreakError:
         raise
-    except Unsupported as e:
+    except Exception as e:
+        if not isinstance(e, Unsupported):
+            # An internal error must never reach the user: run this code eagerly instead.
+            log.warning(
+                "internal error capturing %s: %s: %s",
+                _loc(fs.code),
+                type(e).__name__,
+                e,
+                exc_info=log.isEnabledFor(logging.DEBUG),
+            )
+            e = Unsupported(f"internal capture error {type(e).__name__}: {e}")
         if ctx.fullgraph:
             raise GraphBreakError(f"{e.user_loc or _loc(fs.code)}: {e.reason}") from e
         log_breaks.info("cannot capture %s from offset %d: %s", _loc(fs.code), fs.offset, e.reason)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import collections
 import dataclasses
 import enum
@@ -149,7 +150,7 @@ def wrap_value(out, value, source):
         raise Unsupported("generator object from outside the frame")
     if isinstance(value, (set, frozenset)):
         raise Unsupported("set from outside the frame")
-    if type(type(value)) is not type and not dataclasses.is_dataclass(type(value)):
+    if type(type(value)) not in (type, abc.ABCMeta) and not dataclasses.is_dataclass(type(value)):
         raise Unsupported(f"object with metaclass {type(type(value)).__name__}")
     if src is not None:
         g.type_match(src, value)

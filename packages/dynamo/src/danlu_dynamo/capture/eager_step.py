@@ -84,6 +84,11 @@ def step(fs: FrameState, call_hook):
 
 
 def _call(fs, call_hook, fn, args, kwargs):
+    if fn is super and not args:
+        # Zero-argument super() reads the frame's __class__ cell and first argument.
+        first = fs.code.co_varnames[0]
+        obj = fs.L[first] if first in fs.L else fs.K[first].cell_contents
+        return super(_cell(fs, "__class__").cell_contents, obj)
     return call_hook(fn, args, kwargs)
 
 

@@ -154,6 +154,8 @@ class OutputGraph:
                 return base
             if isinstance(result, torch.Tensor):
                 return TensorVar(node, result, device)
+            if result is None:
+                return ConstVar(None)  # keep the node: it mutates its input
         return self._wrap_result(node, result, device)
 
     def _wrap_result(self, node, result, device):
@@ -174,7 +176,8 @@ class OutputGraph:
                 return StructSeqVar(items, py)
             return TupleVar(items, py_type=py)
         if result is None or is_const_value(result) or isinstance(result, (list, tuple)):
-            if not node.users:
+            if not node.users and result is not None:
+                # A metadata query answered from the example values: no node needed.
                 self.graph.erase_node(node)
                 self.op_count -= 1
             if isinstance(result, (list, tuple)) and not is_const_value(result):
@@ -287,8 +290,8 @@ class Rebuilder:
         if hit is not None:
             return hit
         fn = var.reconstruct(self)
-        if isinstance(var, (ListVar, DictVar, ObjectVar)) and var.source is None:
-            # A mutable object made in the trace: build it once per run, share it.
+        if not isinstance(var, (ConstVar, TensorVar)) and var.source is None:
+            # An object made in the trace: build it once per run so every reference shares it.
             inner = fn
 
             def fn(ctx, _inner=inner, _k=key):

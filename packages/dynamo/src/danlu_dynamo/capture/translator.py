@@ -45,8 +45,18 @@ _instr_cache: dict = {}
 def instructions_of(code):
     hit = _instr_cache.get(code)
     if hit is None:
-        insts = [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG")]
+        every = list(dis.get_instructions(code))
+        insts = [i for i in every if i.opname not in ("CACHE", "EXTENDED_ARG")]
         index = {i.offset: k for k, i in enumerate(insts)}
+        # Jumps may target an EXTENDED_ARG prefix: map it to the instruction it extends.
+        pending = []
+        for i in every:
+            if i.offset in index:
+                for p in pending:
+                    index[p] = index[i.offset]
+                pending = []
+            else:
+                pending.append(i.offset)
         hit = (insts, index)
         _instr_cache[code] = hit
     return hit
@@ -755,7 +765,19 @@ class Translator:
         raise Unsupported("raise")
 
     def IMPORT_NAME(self, inst):
-        raise Unsupported("import inside the frame")
+        # Importing an already-imported module has no side effects: resolve it statically.
+        fromlist = self.pop().const()
+        level = self.pop().const()
+        name = inst.argval
+        if level != 0 or name not in sys.modules:
+            raise Unsupported(f"import of {name} inside the frame")
+        from .variables.objects import PythonModuleVar
+
+        mod = sys.modules[name] if fromlist else sys.modules[name.partition(".")[0]]
+        self.push(PythonModuleVar(mod))
+
+    def IMPORT_FROM(self, inst):
+        self.push(self.stack[-1].getattr(self, inst.argval))
 
     def LOAD_BUILD_CLASS(self, inst):
         raise Unsupported("class definition inside the frame")

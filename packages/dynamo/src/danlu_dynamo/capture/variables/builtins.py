@@ -149,6 +149,9 @@ def identity(a: Var, b: Var):
         return True
     if isinstance(a, NullVar) or isinstance(b, NullVar):
         return False
+    fa, fb = getattr(a, "fn", None), getattr(b, "fn", None)
+    if fa is not None and fb is not None and type(a) is type(b) and not hasattr(a, "args"):
+        return fa is fb
     if a.is_const() and b.is_const():
         try:
             return a.const() is b.const()
@@ -197,10 +200,13 @@ def contains(tx, container: Var, item: Var) -> bool:
         return bool(r.const())
     if container.is_const() and item.is_const():
         return item.const() in container.const()
-    from .objects import ModuleVar
+    from .objects import ModuleVar, ObjectVar
 
     if isinstance(container, ModuleVar):
         return bool(container.call_method(tx, "__contains__", [item], {}).const())
+    if isinstance(container, ObjectVar):
+        r = container.getattr(tx, "__contains__").call(tx, [item], {})
+        return r.truth(tx)
     raise Unsupported(f"`in` on {container}")
 
 

@@ -89,8 +89,12 @@ class UserFunctionVar(Var):
         return types.FunctionType
 
     def getattr(self, tx, name):
-        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__"):
             return ConstVar(getattr(self.fn, name))
+        if name == "__wrapped__" and hasattr(self.fn, "__wrapped__"):
+            return tx.output.wrap(
+                self.fn.__wrapped__, self.source.attr("__wrapped__") if self.source else None
+            )
         if name == "__get__":
             return ConstVar(None)
         raise Unsupported(f"function attribute {name!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import inspect
 import types
@@ -171,6 +172,8 @@ class ModuleVar(ObjectVar):
         if name in self.pending:
             return self.pending[name]
         mod = self.value
+        if name == "__class__":
+            return ClassVar(self.cls, self.cls_source())
         attr = _class_attr(self.cls, name)
         if isinstance(attr, property):
             return _bind_class_attr(tx, self, self.cls, name, attr, self.cls_source())
@@ -411,7 +414,7 @@ class ClassVar(Var):
                 None,
             )
             return TupleVar([bound[f] for f in cls._fields], py_type=cls)
-        if type(cls) is not type or cls.__new__ is not object.__new__:
+        if type(cls) not in (type, abc.ABCMeta) or cls.__new__ is not object.__new__:
             raise Unsupported(f"constructing {cls.__name__} (custom __new__ or metaclass)")
         if getattr(cls, "__slots__", None) is not None:
             raise Unsupported(f"constructing {cls.__name__} with __slots__")

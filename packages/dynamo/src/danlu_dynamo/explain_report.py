@@ -9,7 +9,7 @@ import torch
 
 from .backends import eager
 from .convert_frame import GraphBreak
-from .optimize import optimize
+from .optimizer import optimize
 
 
 @dataclasses.dataclass
