@@ -32,6 +32,8 @@ __all__ = [
     "cache_entries",
     "code_state",
     "check_transformed_code",
+    "failure_reason",
+    "miss_reasons",
     "hook_installed",
     "stats",
     "reset_stats",
@@ -180,6 +182,12 @@ def failure_reason(check_fn, f_locals: dict) -> str | None:
         return explain(f_locals)
     except Exception as e:  # an explanation must never break the program
         return f"<failure_reason raised {type(e).__name__}: {e}>"
+
+
+def miss_reasons(code: types.CodeType, f_locals: dict) -> list[str | None]:
+    """Why each cache entry of ``code`` (most recent first) rejects ``f_locals``: the failing
+    guard's description, or None where the entry accepts them or cannot tell."""
+    return [failure_reason(g.check_fn, f_locals) for g in _C.cache_entries(code)]
 
 
 def _on_cache_limit(code: types.CodeType, f_locals: dict, entries: list) -> None:

@@ -272,6 +272,23 @@ class GuardBuilder:
             key=(type(value), tuple(map(repr, keys))),
         )
 
+    def hasattr_match(self, source: str, name: str, *, present: bool | None = None, location=None):
+        """``hasattr(source, name)`` is as now (or ``present``)."""
+        if not name.isidentifier():
+            raise ValueError(f"hasattr_match({source}): {name!r} is not an attribute name")
+        if present is None:
+            present = hasattr(self.value(source), name)
+        neg = "" if present else "not "
+        return self._add(
+            "hasattr",
+            source,
+            f"{neg}hasattr({{v}}, {name!r})",
+            f"{_norm(source)}: {'has' if present else 'has no'} attribute {name!r}",
+            None,
+            location,
+            lambda v: f"{'no' if present else 'an'} attribute {name!r}",
+        )
+
     def module_training(self, source: str, value=_UNSET, *, location=None):
         """``source.training is value.training`` (an nn.Module's train/eval flag)."""
         value = self._val(source, value)
@@ -450,7 +467,10 @@ CheckFn = Callable[[dict], bool]
 
 def build_check_fn(guards: GuardSet, f_globals: dict) -> CheckFn:
     """Generate, compile and return ONE function ``check_fn(L) -> bool`` for ``guards``."""
-    env: dict[str, Any] = {"___G": f_globals}
+    # The globals dict is captured only when a guard reads G[...]: a check function lives in its
+    # code object's extra slot, which the garbage collector cannot see through, so a captured
+    # globals dict (which holds the function, which holds the code) is kept until reset().
+    env: dict[str, Any] = {}
     body: list[str] = []
     var_of: dict[str, str] = {}
 
@@ -461,6 +481,8 @@ def build_check_fn(guards: GuardSet, f_globals: dict) -> CheckFn:
         tree = ast.parse(source, mode="eval").body
         if isinstance(tree.value, ast.Name):  # L['x'] / G['x']
             base = "L" if tree.value.id == "L" else "___G"
+            if base == "___G":
+                env["___G"] = f_globals
             rest = ast.unparse(ast.Subscript(ast.Name(base), tree.slice))
             expr = rest
         else:

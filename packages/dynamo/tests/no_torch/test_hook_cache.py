@@ -156,3 +156,28 @@ def test_cache_entry_dies_with_its_code_object():
     ref = compile_once()
     gc.collect()
     assert ref() is None
+
+
+def test_miss_reasons_name_each_entrys_failing_guard():
+    run_in_region(compiler([]), scale, 1)
+    run_in_region(compiler([]), scale, 2)
+    assert ef.miss_reasons(scale.__code__, {"x": 3}) == ["L['x'] == 2", "L['x'] == 1"]
+    assert ef.miss_reasons(scale.__code__, {"x": 1}) == ["L['x'] == 2", None]
+
+
+def test_reset_inside_the_callback_and_inside_a_guard():
+    def check_fn(L):
+        ef.reset()  # drops the list being walked; the walk holds its own references
+        return L["x"] == 1
+
+    def callback(frame, cache_size):
+        if frame.f_code is not scale.__code__:
+            return None
+        ef.reset()
+        return ef.GuardedCode(scale_alt.__code__, check_fn)
+
+    assert run_in_region(callback, scale, 1) == ("cached", 1)
+    assert len(ef.cache_entries(scale.__code__)) == 1
+    assert run_in_region(callback, scale, 1) == ("cached", 1)  # hit; the guard reset the cache
+    assert ef.cache_entries(scale.__code__) == []
+    assert run_in_region(callback, scale, 2) == ("cached", 2)  # compiled again

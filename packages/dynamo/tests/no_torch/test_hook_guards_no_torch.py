@@ -50,3 +50,23 @@ def test_value_guards_select_cache_entries():
         assert reason == "L['opts']['bias'] == 0; got is 1  # poly:bias"
     finally:
         clean_state()
+
+
+def test_hasattr_guard_and_globals_captured_only_when_read():
+    class WithX:
+        x = 1
+
+    L = {"a": WithX()}
+    G = {"g": 1}
+    check = GuardBuilder(L, G).hasattr_match("L['a']", "x").hasattr_match("L['a']", "y").build()
+    assert check(L) and not check({"a": object()})
+    assert (
+        check.failure_reason({"a": object()}) == "L['a']: has attribute 'x'; got no attribute 'x'"
+    )
+    captured = [c.cell_contents for c in check.__closure__ or ()]
+    assert not any(c is G for c in captured)
+    with_global = GuardBuilder(L, G).constant_match("G['g']").build()
+    assert any(c.cell_contents is G for c in with_global.__closure__)
+    assert with_global({}) and not with_global.failure_reason({})
+    G["g"] = 2
+    assert not with_global({})

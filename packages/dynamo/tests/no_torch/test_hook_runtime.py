@@ -97,6 +97,42 @@ def test_refcounts_stay_flat_on_error_and_miss_paths():
         assert after == before, cb
 
 
+def test_no_memory_growth_over_hits_misses_and_errors():
+    import tracemalloc
+
+    many_args = list(range(20))  # more arguments than the C side's on-stack buffer
+
+    def cb(frame, n):
+        if frame.f_code is target.__code__:
+            return ef.GuardedCode(target_alt.__code__, lambda L: L["a"] != "boom")
+        return None
+
+    def loop(n):
+        for i in range(n):
+            target(i, *many_args, k=i, z=i)
+            target(i)
+            try:
+                target("boom", i)  # miss -> compile -> entry; cache limit reached quickly
+            except Exception:
+                pass
+
+    region = ef.compiled_region(loop, cb)
+    tracemalloc.start()
+    try:
+        # the first round grows allocator free lists (the same happens without the hook);
+        # a leak grows with every round
+        region(5_000)
+        before = tracemalloc.get_traced_memory()[0]
+        region(5_000)
+        middle = tracemalloc.get_traced_memory()[0]
+        region(10_000)
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert middle - before < 16 * 1024, middle - before
+    assert after - middle < 16 * 1024, after - middle
+
+
 def fact(n):
     return 1 if n <= 1 else n * fact(n - 1)
 
