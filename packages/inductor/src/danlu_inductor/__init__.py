@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0.dev0"
 
-from danlu_inductor.compile_fx import CompiledGraph, compile_fx  # noqa: E402
+from danlu_inductor.compile_fx import CompiledGraph, compile_fx, compile_fx_batch  # noqa: E402
 from danlu_inductor.inference import inference_backend  # noqa: E402
 
-__all__ = ["CompiledGraph", "compile_fx", "inference_backend"]
+__all__ = ["CompiledGraph", "compile_fx", "compile_fx_batch", "inference_backend"]

@@ -65,6 +65,60 @@ class EagerGraph:
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs):
     """Compile an ATen-level FX graph (flat tensor inputs) into a Python callable."""
+    return compile_fx_batch([(gm, example_inputs)])[0]
+
+
+def compile_fx_batch(items):
+    """Compile several graphs with one C++ compiler run (the compiler's start-up dominates
+    small graphs). Returns one callable per ``(gm, example_inputs)``."""
+    prepared = []
+    for i, (gm, example_inputs) in enumerate(items):
+        prefix = f"g{i}_" if len(items) > 1 else ""
+        prepared.append(_prepare(gm, example_inputs, prefix))
+    names, sources, nargs = [], [], {}
+    for p in prepared:
+        if isinstance(p, tuple):
+            w = p[2]
+            names += w.kernel_names
+            sources += w.kernel_sources
+            nargs.update(w.kernel_nargs)
+    t0 = time.perf_counter()
+    fns, so_path, kernel_source = CppBackend().build(names, sources, nargs)
+    build_s = time.perf_counter() - t0
+    out = []
+    for p, (gm, _) in zip(prepared, items):
+        if not isinstance(p, tuple):
+            out.append(p)
+            continue
+        graph, scheduler, wrapper, times = p
+        namespace: dict = {}
+        exec(compile(wrapper.source, "<danlu_inductor wrapper>", "exec"), namespace)
+        mine = {k: fns[k] for k in wrapper.kernel_names}
+        call = namespace["make_call"](mine, wrapper.consts)
+        report = {
+            "kernels": len(wrapper.kernel_names),
+            "extern_calls": sum(graph.externs.values()),
+            "fallback_calls": sum(graph.fallbacks.values()),
+            "fallback_ops": dict(graph.fallbacks),
+            "lowering_s": times[0],
+            "codegen_s": times[1],
+            "compile_s": build_s,
+            "library": str(so_path) if so_path else None,
+            "memory": list(wrapper.memory_log),
+        }
+        if graph.fallbacks:
+            log.info("danlu_inductor: fallback kernels: %s", dict(graph.fallbacks))
+        own_source = "\n".join(wrapper.kernel_sources)
+        compiled = CompiledGraph(
+            call, graph.out_spec, wrapper.source, own_source, graph, scheduler, report
+        )
+        _maybe_dump(compiled, gm)
+        out.append(compiled)
+    del kernel_source
+    return out
+
+
+def _prepare(gm, example_inputs, prefix):
     t0 = time.perf_counter()
     bad = [x for x in example_inputs if isinstance(x, torch.Tensor) and x.device.type != "cpu"]
     if bad:
@@ -77,35 +131,10 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs):
         return EagerGraph(gm, str(e))
     t1 = time.perf_counter()
     scheduler = Scheduler(graph)
-    backend = CppBackend()
-    wrapper = WrapperCodegen(graph, scheduler, backend)
-    wrapper_source = wrapper.generate()
+    wrapper = WrapperCodegen(graph, scheduler, CppBackend(), kernel_prefix=prefix)
+    wrapper.source = wrapper.generate()
     t2 = time.perf_counter()
-    fns, so_path, kernel_source = backend.build(
-        wrapper.kernel_names, wrapper.kernel_sources, wrapper.kernel_nargs
-    )
-    t3 = time.perf_counter()
-    namespace: dict = {}
-    exec(compile(wrapper_source, "<danlu_inductor wrapper>", "exec"), namespace)
-    call = namespace["make_call"](fns, wrapper.consts)
-    report = {
-        "kernels": len(wrapper.kernel_names),
-        "extern_calls": sum(graph.externs.values()),
-        "fallback_calls": sum(graph.fallbacks.values()),
-        "fallback_ops": dict(graph.fallbacks),
-        "lowering_s": t1 - t0,
-        "codegen_s": t2 - t1,
-        "compile_s": t3 - t2,
-        "library": str(so_path) if so_path else None,
-        "memory": list(wrapper.memory_log),
-    }
-    if graph.fallbacks:
-        log.info("danlu_inductor: fallback kernels: %s", dict(graph.fallbacks))
-    compiled = CompiledGraph(
-        call, graph.out_spec, wrapper_source, kernel_source, graph, scheduler, report
-    )
-    _maybe_dump(compiled, gm)
-    return compiled
+    return graph, scheduler, wrapper, (t1 - t0, t2 - t1)
 
 
 _dump_counter = [0]

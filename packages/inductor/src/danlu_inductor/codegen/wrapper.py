@@ -22,7 +22,8 @@ def _ints(exprs):
 
 
 class WrapperCodegen:
-    def __init__(self, graph, scheduler, kernel_backend):
+    def __init__(self, graph, scheduler, kernel_backend, kernel_prefix=""):
+        self.kernel_prefix = kernel_prefix
         self.graph = graph
         self.sched = scheduler
         self.backend = kernel_backend  # makes kernels for fusion groups
@@ -128,7 +129,7 @@ class WrapperCodegen:
                 self._extern_call(grp.nodes[0].node, body)
             else:
                 local = self._local_buffers(grp)
-                kernel_name = f"kernel{len(self.kernel_names)}"
+                kernel_name = f"{self.kernel_prefix}kernel{len(self.kernel_names)}"
                 kernel = self.backend.make_kernel(grp, kernel_name, self._dtypes(), local)
                 self.kernel_names.append(kernel_name)
                 self.kernel_sources.append(kernel.source)
