@@ -2,6 +2,11 @@
 
 from danlu_primtorch.decompositions import (  # noqa: F401
     activations,
+    creation,
+    indexing,
+    losses,
+    matmul,
+    norms,
     pointwise,
     reductions,
     views,
