@@ -146,6 +146,7 @@ def run_function(ctx: CaptureContext, fn, args, kwargs):
     bound.apply_defaults()
     L = dict(bound.arguments)
     fs = FrameState(code, fn, L, fn.__globals__, fn.__closure__ or (), {}, [], None, 0)
+    fs.entry = (args, kwargs)
     prev = getattr(_tls, "ctx", None)
     _tls.ctx = ctx
     try:
@@ -170,9 +171,18 @@ def run_state(ctx: CaptureContext, fs: FrameState):
     if cache is None:
         cache = ctx.caches[fs.code] = CodeCache()
     call_hook = _make_call_hook(ctx)
+    if 0 in cache.failed and fs.entry is not None:
+        args, kwargs = fs.entry
+        return fs.fn(*args, **kwargs)  # the whole frame runs eagerly (explain says why)
+    line_starts = _line_starts(fs.code)
+    resumable = True
     while True:
         off = fs.offset
-        if off not in cache.failed and not in_try_region(fs.code, off):
+        if (
+            (resumable or off in line_starts)
+            and off not in cache.failed
+            and not in_try_region(fs.code, off)
+        ):
             seg = _lookup(cache, fs)
             if seg is None:
                 seg = _compile(ctx, cache, fs)
@@ -188,11 +198,30 @@ def run_state(ctx: CaptureContext, fs: FrameState):
                     step(fs, call_hook)
                 except Returned as r:
                     return r.value
+                resumable = True
                 continue
+            if off == 0 and fs.entry is not None and 0 in cache.failed:
+                args, kwargs = fs.entry
+                return fs.fn(*args, **kwargs)
+        resumable = False
+        fs.entry = None
         try:
             step(fs, call_hook)
         except Returned as r:
             return r.value
+
+
+_line_cache: dict = {}
+
+
+def _line_starts(code):
+    s = _line_cache.get(code)
+    if s is None:
+        import dis
+
+        s = {i.offset for i in dis.get_instructions(code) if i.starts_line is not None}
+        _line_cache[code] = s
+    return s
 
 
 def _rebind(fs):

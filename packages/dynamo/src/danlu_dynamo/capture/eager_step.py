@@ -37,12 +37,25 @@ def in_try_region(code, offset) -> bool:
 class FrameState:
     """The concrete state of a frame between graph segments."""
 
-    __slots__ = ("code", "fn", "L", "G", "C", "K", "stack", "kw_names", "offset", "exc_stack")
+    __slots__ = (
+        "code",
+        "fn",
+        "L",
+        "G",
+        "C",
+        "K",
+        "stack",
+        "kw_names",
+        "offset",
+        "exc_stack",
+        "entry",
+    )
 
     def __init__(self, code, fn, L, G, C, K, stack, kw_names, offset):
         self.code, self.fn, self.L, self.G, self.C, self.K = code, fn, L, G, C, K
         self.stack, self.kw_names, self.offset = stack, kw_names, offset
         self.exc_stack = []
+        self.entry = None  # (args, kwargs) of the call, while still at the function's entry
 
     def snapshot(self):
         """Locals plus stack slots (``___stack{i}``): what a resumed trace reads."""

@@ -1,0 +1,166 @@
+"""Guards: what the trace assumed is checked; a change recompiles; the limit falls back."""
+
+import logging
+
+import torch
+
+import danlu_dynamo
+from danlu_dynamo.convert_frame import RECOMPILE_LIMIT
+
+
+def _count_graphs():
+    graphs = []
+
+    def backend(gm, ex):
+        graphs.append(gm)
+        return gm.forward
+
+    return graphs, backend
+
+
+def test_same_inputs_hit_cache():
+    graphs, be = _count_graphs()
+    opt = danlu_dynamo.optimize(be)(lambda x: x * 2)
+    for _ in range(3):
+        opt(torch.randn(3))
+    assert len(graphs) == 1
+
+
+def test_shape_change_recompiles(caplog):
+    graphs, be = _count_graphs()
+
+    def f(x):
+        return x.reshape(-1) * x.shape[0]
+
+    opt = danlu_dynamo.optimize(be)(f)
+    with caplog.at_level(logging.INFO, logger="danlu_dynamo.recompiles"):
+        for n in (2, 3, 2):
+            x = torch.randn(n, 4)
+            assert torch.equal(opt(x), f(x))
+    assert len(graphs) == 2
+    assert any("recompiling" in r.getMessage() for r in caplog.records)
+
+
+def test_dtype_and_stride_changes_recompile():
+    graphs, be = _count_graphs()
+    opt = danlu_dynamo.optimize(be)(lambda x: x + 1)
+    x = torch.randn(3, 4)
+    opt(x)
+    opt(x.double())
+    opt(x.t())
+    opt(x.requires_grad_())
+    assert len(graphs) == 4
+
+
+def test_python_constant_guard():
+    graphs, be = _count_graphs()
+
+    def f(x, k):
+        return x * k
+
+    opt = danlu_dynamo.optimize(be)(f)
+    x = torch.randn(2)
+    assert torch.equal(opt(x, 2), x * 2)
+    assert torch.equal(opt(x, 3), x * 3)
+    assert torch.equal(opt(x, 2.0), x * 2.0)
+    assert len(graphs) == 3
+
+
+def test_module_training_flag_guarded():
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5))
+    opt = danlu_dynamo.optimize("eager")(m)
+    x = torch.randn(2, 4)
+    m.eval()
+    assert torch.equal(opt(x), m(x))
+    m.train()
+    torch.manual_seed(0)
+    a = opt(x)
+    torch.manual_seed(0)
+    assert torch.equal(a, m(x))
+
+
+def test_global_change_is_seen():
+    g = {"K": 2}
+    exec("def f(x):\n    return x * K\n", g)
+    f = g["f"]
+    opt = danlu_dynamo.optimize("eager")(f)
+    x = torch.randn(3)
+    assert torch.equal(opt(x), x * 2)
+    g["K"] = 5
+    assert torch.equal(opt(x), x * 5)
+
+
+def test_attribute_change_is_seen():
+    class Cfg:
+        scale = 1.0
+
+    cfg = Cfg()
+    cfg.scale = 2.0
+
+    def f(x):
+        return x * cfg.scale
+
+    opt = danlu_dynamo.optimize("eager")(f)
+    x = torch.randn(3)
+    assert torch.equal(opt(x), x * 2)
+    cfg.scale = 3.0
+    assert torch.equal(opt(x), x * 3)
+
+
+def test_grad_mode_is_guarded():
+    opt = danlu_dynamo.optimize("eager")(lambda x: x * 2)
+    x = torch.randn(3, requires_grad=True)
+    assert opt(x).requires_grad
+    with torch.no_grad():
+        assert not opt(x).requires_grad
+
+
+def test_recompile_limit_falls_back_to_eager(caplog):
+    graphs, be = _count_graphs()
+    opt = danlu_dynamo.optimize(be)(lambda x, k: x + k)
+    x = torch.randn(2)
+    with caplog.at_level(logging.WARNING, logger="danlu_dynamo.recompiles"):
+        for k in range(RECOMPILE_LIMIT + 4):
+            assert torch.equal(opt(x, k), x + k)
+    assert len(graphs) == RECOMPILE_LIMIT
+    assert any("recompile limit" in r.getMessage() for r in caplog.records)
+
+
+def test_guards_are_listed_in_explain():
+    def f(x, n):
+        return x * n
+
+    e = danlu_dynamo.explain(f)(torch.randn(2, 3), 4)
+    text = "\n".join(e.guards)
+    assert "TENSOR_MATCH" in text and "L['x']" in text
+    assert "CONSTANT_MATCH" in text and "L['n']" in text
+    assert "GLOBAL_STATE" in text
+
+
+def test_reset_drops_caches():
+    graphs, be = _count_graphs()
+    opt = danlu_dynamo.optimize(be)(lambda x: x - 1)
+    opt(torch.randn(2))
+    danlu_dynamo.reset()
+    opt(torch.randn(2))
+    assert len(graphs) == 2
+
+
+def test_side_effect_replay_on_global_object():
+    class Box:
+        pass
+
+    box = Box()
+    box.log = []
+
+    def f(x):
+        box.log.append(1)
+        box.last = 7
+        return x + len(box.log)
+
+    opt = danlu_dynamo.optimize("eager")(f)
+    x = torch.zeros(1)
+    assert torch.equal(opt(x), torch.ones(1))
+    assert box.log == [1] and box.last == 7
+    assert torch.equal(opt(x), torch.full((1,), 2.0))
+    assert box.log == [1, 1]
