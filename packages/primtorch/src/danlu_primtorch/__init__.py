@@ -2,6 +2,7 @@
 
 __version__ = "0.1.0.dev0"
 
+from danlu_primtorch import prims  # noqa: E402, F401  (the danlu_prims op set)
 from danlu_primtorch.canonical import CANONICAL_OPS, is_canonical  # noqa: E402, F401
 from danlu_primtorch.decompositions import decomposition_table  # noqa: E402, F401
 from danlu_primtorch.fake import (  # noqa: E402, F401

@@ -37,6 +37,18 @@ def _make_meta(name: str, arity: int, allowed: str, out_dtype: torch.dtype | Non
     return meta
 
 
+def _make_impl(name: str, fn, allowed: str):
+    """The eager reference, behind the same contract checks as the meta function."""
+
+    def impl(*tensors):
+        same_shape_dtype_device(name, *tensors)
+        dtype_in(name, tensors[0], allowed)
+        return fn(*tensors)
+
+    impl.__name__ = f"{name}_impl"
+    return impl
+
+
 # name -> (eager reference, allowed dtypes, fixed output dtype or None, semantics)
 UNARY = {
     "abs": (torch.abs, INT_FLOAT, None, "|a|."),
@@ -161,7 +173,7 @@ def _define_all() -> dict[str, torch._ops.OpOverload]:
             f"{name}(Tensor a) -> Tensor",
             PrimKind.ELEMENTWISE,
             meta=_make_meta(name, 1, allowed, out_dtype),
-            impl=fn,
+            impl=_make_impl(name, fn, allowed),
             doc=doc,
         )
     for name, (fn, allowed, out_dtype, sem) in BINARY.items():
@@ -174,7 +186,7 @@ def _define_all() -> dict[str, torch._ops.OpOverload]:
             f"{name}(Tensor a, Tensor b) -> Tensor",
             PrimKind.ELEMENTWISE,
             meta=_make_meta(name, 2, allowed, out_dtype),
-            impl=fn,
+            impl=_make_impl(name, fn, allowed),
             doc=doc,
         )
     return ops
@@ -183,11 +195,15 @@ def _define_all() -> dict[str, torch._ops.OpOverload]:
 OPS = _define_all()
 
 
-def _where_meta(pred, a, b):
+def _where_check(pred, a, b):
     same_shape_dtype_device("where", a, b)
     same_shape_dtype_device("where", pred, a, check_dtype=False)
     if pred.dtype != torch.bool:
         fail("where", f"pred must be bool, got {pred.dtype}")
+
+
+def _where_meta(pred, a, b):
+    _where_check(pred, a, b)
     return _out([pred, a, b], a.dtype)
 
 
@@ -195,7 +211,7 @@ OPS["where"] = define_prim(
     "where(Tensor pred, Tensor a, Tensor b) -> Tensor",
     PrimKind.ELEMENTWISE,
     meta=_where_meta,
-    impl=torch.where,
+    impl=lambda pred, a, b: (_where_check(pred, a, b), torch.where(pred, a, b))[1],
     doc="a where pred else b.\n\npred is bool; pred, a and b share one shape; a and b share one "
     "dtype. Dense output in the memory order of (pred, a, b).",
 )
@@ -210,6 +226,8 @@ def _convert_meta(a, dtype):
 
 
 def _convert_impl(a, dtype):
+    if a.dtype.is_complex or dtype.is_complex:
+        fail("convert_element_type", "complex dtypes are not supported")
     out = torch.empty_like(a, dtype=dtype)
     out.copy_(a)
     return out
