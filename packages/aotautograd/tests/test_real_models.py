@@ -164,3 +164,28 @@ def test_torch_compile_with_the_aot_eager_backend_object():
         opt_c.zero_grad()
     for (name, a), b in zip(model.state_dict().items(), twin.state_dict().values()):
         torch.testing.assert_close(b, a, msg=name)
+
+
+def test_min_cut_saves_fewer_bytes_than_default_on_gpt2_block():
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_embd=64, n_head=4, n_positions=32)
+    block = GPT2Block(config, layer_idx=0).train()
+    x = torch.randn(2, 32, 64, requires_grad=True)
+    saved, grads = {}, {}
+    for pf in (da.default_partition, da.min_cut_partition):
+        compiled = da.aot_module(copy.deepcopy(block), da.run_graph, partition_fn=pf)
+        torch.manual_seed(1)
+        out = compiled(x)
+        out = out[0] if isinstance(out, tuple) else out
+        (g,) = torch.autograd.grad(out.pow(2).sum(), x)
+        grads[pf.__name__] = g
+        saved[pf.__name__] = compiled.aot.compiled[0].partition.saved_bytes
+    torch.manual_seed(1)
+    out = block(x)
+    out = out[0] if isinstance(out, tuple) else out
+    (expected,) = torch.autograd.grad(out.pow(2).sum(), x)
+    for g in grads.values():
+        torch.testing.assert_close(g, expected, atol=1e-5, rtol=1e-4)
+    assert saved["min_cut_partition"] < saved["default_partition"]

@@ -13,6 +13,7 @@ from torch.utils._pytree import tree_flatten
 from danlu_aotautograd.errors import AotNotSupported
 from danlu_aotautograd.joint import trace_program
 from danlu_aotautograd.partition import min_cut_partition
+from danlu_aotautograd.runtime.boxed import BoxedGraph
 from danlu_aotautograd.runtime.compiled_function import CompiledProgram
 
 Compiler = Callable[[fx.GraphModule, list], Callable]
@@ -334,8 +335,9 @@ def aot_backend(
 
 
 def run_graph(gm: fx.GraphModule, example_inputs: list) -> Callable:
-    """The eager "compiler": the graph module runs itself, op by op."""
-    return gm
+    """The eager "compiler": run the graph op by op (boxed: each value is freed after its
+    last use, inputs included)."""
+    return BoxedGraph(gm)
 
 
 aot_eager = aot_backend(run_graph)

@@ -22,6 +22,7 @@ from torch.utils._pytree import tree_unflatten
 
 from danlu_aotautograd.joint import TracedProgram
 from danlu_aotautograd.partition.graph_split import Partition
+from danlu_aotautograd.runtime.boxed import call_compiled
 
 
 @dataclass
@@ -40,7 +41,7 @@ class CompiledProgram:
             fw_outs = _CompiledFunction.apply(self, *tensors)
         else:
             with torch.no_grad():
-                fw_outs = _as_list(self.forward(*tensors))
+                fw_outs = _as_list(call_compiled(self.forward, list(tensors)))
         roots = fw_outs[: prog.num_roots]
         if prog.written_inputs:
             with torch.no_grad():
@@ -70,7 +71,7 @@ class _CompiledFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, compiled: CompiledProgram, *args):
         prog = compiled.program
-        outs = _as_list(compiled.forward(*args))
+        outs = _as_list(call_compiled(compiled.forward, list(args)))
         n = prog.num_fw_outputs
         fw_outs, saved = outs[:n], outs[n:]
         if prog.written_inputs:
@@ -82,7 +83,13 @@ class _CompiledFunction(torch.autograd.Function):
                 else s
                 for s in saved
             ]
-        ctx.save_for_backward(*saved)
+        # Outputs and inputs go through save_for_backward (no reference cycle through the
+        # autograd graph, version checks). Intermediates are kept in a plain list the backward
+        # takes over, so a boxed backward can free each one right after its last use.
+        keep = {id(o) for o in fw_outs} | {id(a) for a in args}
+        ctx.save_for_backward(*[s for s in saved if id(s) in keep])
+        ctx.intermediates = [s for s in saved if id(s) not in keep]
+        ctx.from_saved = [id(s) in keep for s in saved]
         ctx.compiled = compiled
         ctx.mark_non_differentiable(
             *[o for o, d in zip(fw_outs, prog.fw_differentiable) if not d and torch.is_tensor(o)]
@@ -103,7 +110,14 @@ class _CompiledFunction(torch.autograd.Function):
             for g, d in zip(grad_outputs, prog.fw_differentiable)
             if d
         ]
-        grads = _as_list(compiled.backward(*ctx.saved_tensors, *tangents))
+        kept = iter(ctx.saved_tensors)
+        intermediates = iter(ctx.intermediates)
+        ctx.intermediates = None
+        bw_args = [next(kept) if k else next(intermediates) for k in ctx.from_saved]
+        del kept, intermediates
+        bw_args.extend(tangents)
+        del tangents, grad_outputs
+        grads = _as_list(call_compiled(compiled.backward, bw_args))
         result: list = [None] * prog.num_inputs
         it = iter(grads)
         for i, rg in enumerate(prog.input_requires_grad):
