@@ -87,7 +87,7 @@ EXTERN_KERNELS = (
 CREATION = "full.default empty_strided.default arange.start_step scalar_tensor.default"
 # --- Randomness. Dropout is NOT canonical: native_dropout decomposes to rand + compare +
 # mul, so a compiler fuses the mask into its neighbours and only has to implement RNG.
-RANDOM = "rand.default randn.default randint.low bernoulli.default"
+RANDOM = "rand.default rand.generator randn.default randn.generator randint.low bernoulli.default"
 # --- Leaving the graph: reading a scalar back to Python (data-dependent control flow).
 SCALAR_READ = "_local_scalar_dense.default"
 

@@ -8,6 +8,8 @@ from danlu_primtorch.decompositions import (  # noqa: F401
     matmul,
     norms,
     pointwise,
+    pooling,
+    random,
     reductions,
     views,
 )

@@ -91,7 +91,8 @@ def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
 @register(aten.addbmm.default)
 def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     beta, alpha = _coef(self, beta), _coef(self, alpha)
-    prod = _scaled(aten.sum.dim_IntList(aten.bmm.default(batch1, batch2), [0], False), alpha)
+    bmm = aten.bmm.default(batch1, batch2)
+    prod = _scaled(aten.sum.dim_IntList(bmm, [0], False, dtype=bmm.dtype), alpha)
     if beta == 0:
         return aten.clone.default(aten.expand.default(prod, list(prod.shape)))
     return aten.add.Tensor(_scaled(self, beta), prod)
