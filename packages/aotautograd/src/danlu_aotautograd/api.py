@@ -270,6 +270,12 @@ def aot_module(
     )
 
 
+def _static(x) -> bool:
+    if isinstance(x, torch.Tensor):
+        return all(type(d) is int for d in (*x.shape, *x.stride()))
+    return not isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
 def aot_graph(
     gm: torch.nn.Module,
     example_inputs: list,
@@ -296,7 +302,10 @@ def aot_graph(
         inference_compiler=inference_compiler,
         on_unsupported=on_unsupported,
     )
-    compiled.compile_for(*example_inputs)
+    if all(_static(x) for x in example_inputs):
+        compiled.compile_for(*example_inputs)
+    # else (symbolic shapes from a capture with dynamic shapes): compile at the first call,
+    # for the concrete shapes seen then, and again for each new signature
 
     def run(*args):
         return compiled(*args)

@@ -176,7 +176,12 @@ class Tracer:
                     device = a.meta["val"].fake_device
                     break
         device = torch.device(device if device is not None else "cpu")
-        out = func(*tree_map(meta_of, args), **tree_map(meta_of, kwargs))
+        try:
+            out = func(*tree_map(meta_of, args), **tree_map(meta_of, kwargs))
+        except NotImplementedError as e:
+            raise AotNotSupported(
+                f"{func} cannot run on metadata only (no meta kernel): {e}"
+            ) from e
         node = self.graph.call_function(func, tuple(args), dict(kwargs))
         node.meta["val"] = tree_map(
             lambda o: ShadowTensor(o, device) if isinstance(o, torch.Tensor) else o, out

@@ -1,0 +1,99 @@
+"""aot_graph / aot_backend on FX graphs: torch-level graphs (as capture makes them), ATen-level
+graphs (make_fx, used here only as a stand-in producer), fallbacks, dynamic shapes."""
+
+import pytest
+import torch
+import torch.fx as fx
+import torch.nn as nn
+
+import danlu_aotautograd as da
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 5)
+        self.bn = nn.BatchNorm1d(5)
+
+    def forward(self, x, y):
+        return (torch.tanh(self.bn(self.lin(x))) * y,)
+
+
+def test_aot_graph_on_a_torch_level_graph_lifts_parameters():
+    torch.manual_seed(0)
+    gm = fx.symbolic_trace(Net().train())
+    x, y = torch.randn(4, 6), torch.randn(4, 5, requires_grad=True)
+    y2 = y.detach().clone().requires_grad_()
+    twin = fx.symbolic_trace(Net().train())
+    twin.load_state_dict(gm.state_dict())
+    compiled = da.aot_graph(gm, [x, y], da.run_graph)
+    assert len(compiled.aot_module.aot.compiled) == 1  # compiled ahead of the first call
+    (out,) = compiled(x, y)
+    (expected,) = twin(x, y2)
+    torch.testing.assert_close(out, expected)
+    out.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(y.grad, y2.grad)
+    for (name, p), q in zip(gm.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+    torch.testing.assert_close(gm.bn.running_mean, twin.bn.running_mean)
+
+
+def test_aot_graph_on_an_aten_graph_from_make_fx():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x, w):
+        return torch.nn.functional.silu(x @ w).sum(0)
+
+    x, w = torch.randn(5, 3), torch.randn(3, 4, requires_grad=True)
+    gm = make_fx(f)(x, w)
+    compiled = da.aot_graph(gm, [x, w], da.run_graph)
+    out = compiled(x, w)
+    torch.testing.assert_close(out, f(x, w))
+    (g,) = torch.autograd.grad(out.sum(), w)
+    (expected,) = torch.autograd.grad(f(x, w).sum(), w)
+    torch.testing.assert_close(g, expected)
+
+
+def test_backend_falls_back_to_eager_with_a_reason():
+    gm = fx.symbolic_trace(lambda x: x.nonzero())
+    backend = da.aot_backend(da.run_graph)
+    x = torch.tensor([0.0, 1.0, 2.0])
+    with pytest.warns(UserWarning, match="running eagerly"):
+        fn = backend(gm, [x])
+        out = fn(x)
+    torch.testing.assert_close(out, x.nonzero())
+
+
+def test_backend_handles_grad_mode_changes():
+    gm = fx.symbolic_trace(Net().eval())
+    x, y = torch.randn(4, 6), torch.randn(4, 5)
+    fn = da.aot_eager(gm, [x, y])
+    with torch.no_grad():
+        (a,) = fn(x, y)
+    (b,) = fn(x, y)
+    assert not a.requires_grad and b.requires_grad
+    torch.testing.assert_close(a, b.detach())
+    kinds = [c.program.joint for c in fn.aot_module.aot.compiled]
+    assert kinds == [True, False]  # compiled at capture time (grad on), then for no_grad
+
+
+def test_torch_compile_dynamic_shapes():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 2))
+    compiled = torch.compile(model, backend=da.aot_eager, dynamic=True)
+    for n in (3, 5, 7):
+        x = torch.randn(n, 8)
+        torch.testing.assert_close(compiled(x), model(x))
+        compiled(x).sum().backward()
+
+
+def test_input_aliasing_with_writes_is_refused():
+    def f(a, b):
+        a.add_(1)
+        return b * 2
+
+    base = torch.zeros(4)
+    compiled = da.aot_function(f, da.run_graph)
+    with pytest.raises(da.AotNotSupported, match="share memory"):
+        compiled(base, base)
