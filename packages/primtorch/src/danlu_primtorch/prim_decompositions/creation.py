@@ -93,6 +93,20 @@ def randn(size, *, dtype=None, layout=None, device=None, pin_memory=None):
     return P.normal(list(size), 0.0, 1.0, dtype=dtype, device=_device(device))
 
 
+@register(aten.rand.generator)
+def rand_generator(size, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
+    _strided(layout)
+    dtype = dtype if dtype is not None else torch.get_default_dtype()
+    return P.uniform(list(size), 0.0, 1.0, dtype=dtype, device=_device(device), generator=generator)
+
+
+@register(aten.randn.generator)
+def randn_generator(size, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
+    _strided(layout)
+    dtype = dtype if dtype is not None else torch.get_default_dtype()
+    return P.normal(list(size), 0.0, 1.0, dtype=dtype, device=_device(device), generator=generator)
+
+
 @register(aten.randint.low)
 def randint(low, high, size, *, dtype=None, layout=None, device=None, pin_memory=None):
     _strided(layout)
