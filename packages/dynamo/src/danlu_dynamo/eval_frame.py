@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import sys
 import types
 from collections.abc import Callable
 
@@ -158,7 +159,13 @@ def check_transformed_code(original: types.CodeType, code: types.CodeType) -> No
         raise ValueError(f"{where}: must be function code (CO_OPTIMIZED | CO_NEWLOCALS)")
 
 
-def _validate(original: types.CodeType, result) -> tuple:
+def _is_module_dict(f_globals: dict) -> bool:
+    name = f_globals.get("__name__")
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    return module is not None and getattr(module, "__dict__", None) is f_globals
+
+
+def _validate(original: types.CodeType, result, f_globals: dict) -> tuple:
     if not isinstance(result, GuardedCode):
         raise TypeError(
             f"the frame hook callback must return a GuardedCode or None, got "
@@ -170,7 +177,7 @@ def _validate(original: types.CodeType, result) -> tuple:
         raise TypeError("GuardedCode.check_fn must be callable")
     if result.code is not original:
         check_transformed_code(original, result.code)
-    return (result.check_fn, result.code, result)
+    return (result.check_fn, result.code, result, _is_module_dict(f_globals))
 
 
 def failure_reason(check_fn, f_locals: dict) -> str | None:

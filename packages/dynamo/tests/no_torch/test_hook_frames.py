@@ -454,3 +454,27 @@ def test_frames_started_by_a_monitoring_callback_are_not_shown():
     assert result == ("alt", 1, 2)
     assert "add_alt" in starts
     assert "monitor_helper" not in seen and "on_start" not in seen
+
+
+OFFSET = 100
+
+
+def read_global(x):
+    return x + OFFSET
+
+
+def read_global_alt(x):
+    return ("alt", x + OFFSET)
+
+
+def test_transformed_code_runs_with_each_functions_own_globals():
+    import types
+
+    other = types.FunctionType(read_global.__code__, {"OFFSET": 7, "__builtins__": __builtins__})
+    cb = substitute(read_global, read_global_alt)
+    # the first compile comes from the module-level function: its entry keeps one reusable
+    # function object for the transformed code; another function object must not use it
+    assert run_in_region(cb, read_global, 1) == ("alt", 101)
+    assert run_in_region(cb, other, 1) == ("alt", 8)
+    assert run_in_region(cb, read_global, 2) == ("alt", 102)
+    assert len(ef.cache_entries(read_global.__code__)) == 1

@@ -295,8 +295,10 @@ done:
 }
 
 /* A function running `code` with the original function's globals, name and closure.
- * Built per call: caching it would keep the closure's cells (captured tensors) alive through
- * the code object's extra slot, which the garbage collector cannot see. */
+ * Built per call for closures: caching one would keep the closure's cells (captured tensors)
+ * alive through the code object's extra slot, which the garbage collector cannot see. A
+ * closure-free function whose globals are a module's dict gets one cached in its cache entry
+ * instead: it holds only that dict, which lives as long as the module anyway. */
 static PyObject *
 function_for(PyObject *code, PyFunctionObject *orig)
 {
@@ -409,11 +411,11 @@ move_to_front(PyObject *entries, Py_ssize_t i, PyObject *entry)
 /* The callback's answer -> a new cache entry at the front; returns a new reference to the
  * entry, Py_None when the callback declined, NULL on error. */
 static PyObject *
-compile_frame(PyObject *cb, _PyInterpreterFrame *f, PyObject *code, PyObject *locals,
-              PyObject *closure, ExtraState **pst)
+compile_frame(PyObject *cb, _PyInterpreterFrame *f, PyObject *code, PyFunctionObject *func,
+              PyObject *locals, ExtraState **pst)
 {
     Py_ssize_t cache_size = (*pst && (*pst)->entries) ? PyList_GET_SIZE((*pst)->entries) : 0;
-    PyObject *frame = make_frame_info(f, code, locals, closure);
+    PyObject *frame = make_frame_info(f, code, locals, func->func_closure);
     if (frame == NULL)
         return NULL;
     PyObject *size = PyLong_FromSsize_t(cache_size);
@@ -427,21 +429,38 @@ compile_frame(PyObject *cb, _PyInterpreterFrame *f, PyObject *code, PyObject *lo
     Py_DECREF(size);
     if (res == NULL || res == Py_None)
         return res;
-    /* _validate checks the contract and returns (check_fn, code, guarded) */
-    PyObject *entry = PyObject_CallFunctionObjArgs(g_validate, code, res, NULL);
+    /* _validate checks the contract and returns (check_fn, code, guarded, reusable): reusable
+     * when the function's globals are a module's, so one function object for the transformed
+     * code may serve every call of a closure-free function (see function_for) */
+    PyObject *checked =
+        PyObject_CallFunctionObjArgs(g_validate, code, res, func->func_globals, NULL);
     Py_DECREF(res);
-    if (entry == NULL)
+    if (checked == NULL)
         return NULL;
-    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 3 ||
-        !PyCode_Check(PyTuple_GET_ITEM(entry, 1))) {
-        Py_DECREF(entry);
+    if (!PyTuple_Check(checked) || PyTuple_GET_SIZE(checked) != 4 ||
+        !PyCode_Check(PyTuple_GET_ITEM(checked, 1))) {
+        Py_DECREF(checked);
         PyErr_SetString(PyExc_SystemError, "danlu_dynamo: _validate returned a bad entry");
         return NULL;
     }
+    PyObject *tcode = PyTuple_GET_ITEM(checked, 1);
+    PyObject *reusable = Py_NewRef(Py_None);
+    if (PyTuple_GET_ITEM(checked, 3) == Py_True && tcode != code && func->func_closure == NULL) {
+        Py_SETREF(reusable, function_for(tcode, func));
+        if (reusable == NULL) {
+            Py_DECREF(checked);
+            return NULL;
+        }
+    }
+    PyObject *entry = PyTuple_Pack(4, PyTuple_GET_ITEM(checked, 0), tcode,
+                                   PyTuple_GET_ITEM(checked, 2), reusable);
+    Py_DECREF(checked);
+    Py_DECREF(reusable);
+    if (entry == NULL)
+        return NULL;
     ExtraState *st = ensure_extra_state(code); /* the callback may have reset() the cache */
     if (st == NULL)
         goto fail;
-    PyObject *tcode = PyTuple_GET_ITEM(entry, 1);
     if (tcode != code) {
         ExtraState *inner = ensure_extra_state(tcode);
         if (inner == NULL)
@@ -523,7 +542,7 @@ danlu_eval_frame(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
             Py_DECREF(r);
             goto run_original;
         }
-        entry = compile_frame(cb, f, code, locals, closure, &st);
+        entry = compile_frame(cb, f, code, (PyFunctionObject *)func, locals, &st);
         if (entry == NULL)
             goto error;
         if (entry == Py_None) {
@@ -541,7 +560,12 @@ danlu_eval_frame(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
         Py_DECREF(entry);
         return eval_previous(ts, f, throwflag);
     }
-    PyObject *fn = function_for(tcode, (PyFunctionObject *)func);
+    PyObject *fn = PyTuple_GET_ITEM(entry, 3);
+    if (fn != Py_None && ((PyFunctionObject *)func)->func_closure == NULL &&
+        ((PyFunctionObject *)fn)->func_globals == ((PyFunctionObject *)func)->func_globals)
+        Py_INCREF(fn);
+    else
+        fn = function_for(tcode, (PyFunctionObject *)func);
     Py_DECREF(entry);
     if (fn != NULL) {
         result = call_with_frame_args(fn, f, co);
