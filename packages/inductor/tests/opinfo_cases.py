@@ -29,7 +29,7 @@ OPS = (
     "chunk unbind movedim cat nn.functional.pad index_select gather nn.functional.embedding "
     "full_like zeros_like ones_like clone contiguous "
     # library calls
-    "mm bmm addmm nn.functional.linear nn.functional.conv2d"
+    "mm bmm addmm nn.functional.linear nn.functional.conv2d nn.functional.max_pool2d"
 ).split()
 
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool)

@@ -5,41 +5,51 @@ from __future__ import annotations
 import logging
 
 import torch
+from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
 log = logging.getLogger("danlu_inductor")
 
 
-def inference_backend(gm: torch.fx.GraphModule, example_inputs):
+def inference_backend(gm: torch.nn.Module, example_inputs):
     """A ``backend(gm, example_inputs) -> callable`` for forward-only use.
 
-    The graph is traced to canonical ATen with danlu-primtorch under ``no_grad`` and compiled.
-    If an input requires grad while grad mode is on, compiling would drop gradients, so the
-    graph runs eagerly instead (and says so once).
+    The module's parameters and buffers become graph inputs (read at every call, so updates
+    to them are seen), the graph is traced to canonical ATen with danlu-primtorch under
+    ``no_grad`` and compiled with ``compile_fx``. If anything requires grad while grad mode is
+    on, compiling would drop gradients, so the graph runs eagerly instead (logged once).
     """
     from danlu_inductor.compile_fx import compile_fx
 
-    needs_grad = any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
-    params_need_grad = any(p.requires_grad for p in gm.parameters())
-    state = {"compiled": None, "eager_logged": False}
+    state = {"compiled": None, "eager_logged": False, "spec": None}
+    names = [n for n, _ in gm.named_parameters()] + [n for n, _ in gm.named_buffers()]
 
-    def compiled_for(args):
-        if state["compiled"] is None:
-            from danlu_primtorch import decomposition_table, trace
+    def current_state():
+        return [t for _, t in gm.named_parameters()] + [t for _, t in gm.named_buffers()]
 
-            with torch.no_grad():
-                aten_gm = trace(gm, *args, decompositions=decomposition_table("canonical"))
-            flat = pytree.tree_leaves(list(args))
-            state["compiled"] = compile_fx(aten_gm, flat)
-            state["out_spec"] = None
-        return state["compiled"]
+    def lifted(*flat):
+        tensors, args = flat[: len(names)], flat[len(names) :]
+        args = pytree.tree_unflatten(list(args), state["spec"])
+        with _reparametrize_module(gm, dict(zip(names, tensors))):
+            return gm(*args)
+
+    def compile_for(args):
+        from danlu_inductor.decompositions import decomposition_table
+        from danlu_primtorch import trace
+
+        flat_args, state["spec"] = pytree.tree_flatten(list(args))
+        inputs = [t.detach() for t in current_state()] + flat_args
+        aten_gm = trace(lifted, *inputs, decompositions=decomposition_table())
+        state["compiled"] = compile_fx(aten_gm, inputs)
 
     def run(*args):
-        if torch.is_grad_enabled() and (
-            needs_grad
-            or params_need_grad
-            or any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
-        ):
+        wants_grad = torch.is_grad_enabled() and (
+            any(t.requires_grad for t in current_state())
+            or any(
+                isinstance(a, torch.Tensor) and a.requires_grad for a in pytree.tree_leaves(args)
+            )
+        )
+        if wants_grad:
             if not state["eager_logged"]:
                 log.warning(
                     "danlu_inductor.inference_backend: inputs require grad; running the graph "
@@ -48,8 +58,11 @@ def inference_backend(gm: torch.fx.GraphModule, example_inputs):
                 state["eager_logged"] = True
             return gm(*args)
         with torch.no_grad():
-            compiled = compiled_for(args)
-            return compiled(*pytree.tree_leaves(list(args)))
+            if state["compiled"] is None:
+                compile_for(args)
+            flat = [t.detach() for t in current_state()] + pytree.tree_leaves(list(args))
+            return state["compiled"](*flat)
 
     run.backend_name = "danlu_inductor.inference"
+    run.compiled = lambda: state["compiled"]
     return run

@@ -197,7 +197,7 @@ class WrapperCodegen:
         buf = n.node
         key = self._key(buf)
         # in place: an input of this kernel that dies here, read only where we write
-        if buf.name not in self.output_names:
+        if True:
             write = grp.write_in_kernel(n)
             for cand in sorted(n.read_names):
                 cnode = self.sched.name_to_node.get(cand)

@@ -4,6 +4,7 @@ from danlu_inductor.lowering import (  # noqa: F401  (imported for their registr
     creation,
     extern,
     pointwise,
+    pooling,
     reductions,
     views,
 )

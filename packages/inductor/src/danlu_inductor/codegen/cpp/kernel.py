@@ -27,6 +27,7 @@ PARALLEL_THRESHOLD = 16384  # elements of work below which threads cost more tha
 SPLIT_MAX_X = 8  # reductions with fewer outer iterations split R across threads
 SPLIT_MIN_R = 32768
 MAX_THREADS = 256
+WIDE_ACC_MIN_R = 4096
 
 
 class Scope:
@@ -210,7 +211,7 @@ class CppKernel:
             if key not in accs:
                 acc = f"acc{self.n}"
                 self.n += 1
-                ctype, init = _acc_type(base, value.dtype)
+                ctype, init = _acc_type(base, value.dtype, rn)
                 accs[key] = (acc, base, ctype, init, value.dtype)
                 self.line(_acc_update(base, acc, value, ridx, n.rranges))
                 if base not in ("sum", "prod"):
@@ -305,8 +306,10 @@ def _acc_dtype(rtype, src):
     return src
 
 
-def _acc_type(base, dtype):
+def _acc_type(base, dtype, rnumel=1):
     ct = value_ctype(dtype)
+    if base in ("sum", "prod") and ct == "float" and rnumel > WIDE_ACC_MIN_R:
+        ct = "double"  # long float32 sums: eager sums pairwise; a double accumulator keeps up
     if base == "sum":
         return ct, f"{ct}(0)"
     if base == "prod":

@@ -1,0 +1,84 @@
+"""Pooling: the window unrolled into one pointwise body (windows are small)."""
+
+from __future__ import annotations
+
+import sympy
+import torch
+
+from danlu_inductor.ir.nodes import Pointwise, StorageBox
+from danlu_inductor.ir.ops import ops
+from danlu_inductor.ir.symbols import Clamp, to_int
+from danlu_inductor.lowering.registry import NotLowered, aten, compute_dtype, register
+
+
+def _pair(v):
+    return list(v) * 2 if len(v) == 1 else list(v)
+
+
+@register(aten.max_pool2d_with_indices.default)
+def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    size = list(x.get_size())
+    dtype = x.get_dtype()
+    if len(size) not in (3, 4) or not dtype.is_floating_point:
+        raise NotLowered("max_pool2d variant")
+    kh, kw = _pair(list(kernel_size))
+    sh, sw = _pair(list(stride)) if stride else (kh, kw)
+    ph, pw = _pair([padding] if isinstance(padding, int) else list(padding))
+    dh, dw = _pair([dilation] if isinstance(dilation, int) else list(dilation))
+    if kh * kw > 64:
+        raise NotLowered("large pooling window")
+    h, w = to_int(size[-2]), to_int(size[-1])
+
+    def out_len(n, k, s, p, d):
+        num = n + 2 * p - d * (k - 1) - 1
+        o = (-(-num // s) if ceil_mode else num // s) + 1
+        if ceil_mode and (o - 1) * s >= n + p:
+            o -= 1
+        return o
+
+    oh, ow = out_len(h, kh, sh, ph, dh), out_len(w, kw, sw, pw, dw)
+    out_size = size[:-2] + [sympy.Integer(oh), sympy.Integer(ow)]
+    load = x.make_loader()
+    c = compute_dtype(dtype)
+
+    def window(index):
+        *lead, i, j = index
+        best = best_idx = None
+        for a in range(kh):
+            for b in range(kw):
+                hi = i * sh - ph + a * dh
+                wi = j * sw - pw + b * dw
+                v = load([*lead, Clamp(hi, 0, h - 1), Clamp(wi, 0, w - 1)])
+                if c != dtype:
+                    v = ops.to_dtype(v, c)
+                hv, wv = ops.index_expr(hi, torch.int64), ops.index_expr(wi, torch.int64)
+                zero = ops.constant(0, torch.int64)
+                inside = ops.logical_and(
+                    ops.logical_and(ops.ge(hv, zero), ops.lt(hv, ops.constant(h, torch.int64))),
+                    ops.logical_and(ops.ge(wv, zero), ops.lt(wv, ops.constant(w, torch.int64))),
+                )
+                v = ops.where(inside, v, ops.constant(float("-inf"), c))
+                flat = ops.index_expr(hi * w + wi, torch.int64)
+                if best is None:
+                    best, best_idx = v, flat
+                else:
+                    # strictly greater keeps the first maximum; NaN wins like in eager
+                    take = ops.logical_or(
+                        ops.gt(v, best),
+                        ops.logical_and(ops.isnan(v), ops.logical_not(ops.isnan(best))),
+                    )
+                    best = ops.where(take, v, best)
+                    best_idx = ops.where(take, flat, best_idx)
+        return best, best_idx
+
+    def values(index):
+        v = window(index)[0]
+        return v if c == dtype else ops.to_dtype(v, dtype)
+
+    def indices(index):
+        return window(index)[1]
+
+    return (
+        StorageBox(Pointwise(dtype, out_size, values)),
+        StorageBox(Pointwise(torch.int64, out_size, indices)),
+    )
