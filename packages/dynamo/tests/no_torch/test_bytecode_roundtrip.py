@@ -7,7 +7,7 @@ import dis
 import pytest
 from bytecode_samples import STDLIB_MODULES, module_code_objects
 
-from danlu_dynamo.bytecode import assemble, disassemble
+from danlu_dynamo.bytecode import PY_VERSION, assemble, disassemble
 from danlu_dynamo.bytecode.exception_table import encode_exception_table, parse_exception_table
 
 
@@ -71,10 +71,14 @@ def test_exception_table_codec_round_trips():
     assert parse_exception_table(encode_exception_table(big)) == big
 
 
+DIS_CHECK_MODULES = ["argparse", "json.decoder", "re._parser", "string", "dataclasses", "enum"]
+
+
 def test_disassembly_matches_dis_instruction_stream():
-    """Our instruction list is dis's, minus EXTENDED_ARG, with the same opargs and targets."""
+    """Our instruction list is dis's minus EXTENDED_ARG: same opcodes, opargs, argvals,
+    positions; jump targets are the instructions at dis's target offsets."""
     checked_jumps = 0
-    for code in module_code_objects("argparse") + module_code_objects("json.decoder"):
+    for code in [c for m in DIS_CHECK_MODULES for c in module_code_objects(m)]:
         ours = disassemble(code)
         raw = list(dis.get_instructions(code))
         theirs = [i for i in raw if i.opname != "EXTENDED_ARG"]
@@ -90,8 +94,13 @@ def test_disassembly_matches_dis_instruction_stream():
                 owner.update(dict.fromkeys(pending, i.offset))
                 pending = []
         for mine, ref in zip(ours, theirs):
+            assert tuple(mine.positions) == tuple(ref.positions)
             assert (mine.target is not None) == (ref.opcode in dis.hasjrel + dis.hasjabs)
             if mine.target is not None:
                 assert mine.target.offset == owner[ref.argval]
                 checked_jumps += 1
+            elif ref.opname == "KW_NAMES" and PY_VERSION == (3, 11):
+                assert mine.argval == code.co_consts[ref.arg]  # dis shows the index
+            else:
+                assert mine.argval == ref.argval or (mine.argval != mine.argval), (mine, ref)
     assert checked_jumps > 500

@@ -187,27 +187,29 @@ def _layout(instructions: list[Instruction]) -> list[int]:
     point; sizes only grow, so this terminates.
     """
     index = {id(ins): i for i, ins in enumerate(instructions)}
+    jump_ops = opcodes.JUMP_OPS
     prefixes = [0] * len(instructions)
+    base_units = [1 + opcodes.CACHE_ENTRIES.get(ins.opcode, 0) for ins in instructions]
+    jumps = [i for i, ins in enumerate(instructions) if ins.opcode in jump_ops]
     for i, ins in enumerate(instructions):
-        if ins.opcode not in opcodes.JUMP_OPS:
+        if ins.opcode not in jump_ops and not 0 <= ins.arg <= 0xFF:
             prefixes[i] = _prefix_units(ins.arg)
     while True:
         offsets = [0] * (len(instructions) + 1)
         pos = 0
-        for i, ins in enumerate(instructions):
+        for i, units in enumerate(base_units):
             offsets[i] = pos
-            pos += 2 * (prefixes[i] + 1 + opcodes.cache_entries(ins.opcode))
+            pos += 2 * (prefixes[i] + units)
         offsets[-1] = pos
         changed = False
-        for i, ins in enumerate(instructions):
+        for i in jumps:
+            ins = instructions[i]
             op = ins.opcode
-            if op not in opcodes.JUMP_OPS:
-                continue
             target_offset = offsets[index[id(ins.target)]]
             if op in opcodes.ABSOLUTE_JUMP_OPS:
                 arg = target_offset // 2
             else:
-                after = offsets[i] + 2 * (prefixes[i] + 1 + opcodes.cache_entries(op))
+                after = offsets[i] + 2 * (prefixes[i] + base_units[i])
                 delta = target_offset - after
                 arg = (-delta if op in opcodes.BACKWARD_JUMP_OPS else delta) // 2
                 if arg < 0:
@@ -224,14 +226,18 @@ def _layout(instructions: list[Instruction]) -> list[int]:
 def _emit(instructions: list[Instruction], offsets: list[int]) -> bytes:
     out = bytearray()
     ext = opcodes.EXTENDED_ARG
+    caches = opcodes.CACHE_ENTRIES
     for i, ins in enumerate(instructions):
         arg = ins.arg or 0
-        units = (offsets[i + 1] - offsets[i]) // 2
-        n_prefix = units - 1 - opcodes.cache_entries(ins.opcode)
+        n_cache = caches.get(ins.opcode, 0)
+        n_prefix = (offsets[i + 1] - offsets[i]) // 2 - 1 - n_cache
         for k in range(n_prefix, 0, -1):
-            out += bytes((ext, (arg >> (8 * k)) & 0xFF))
-        out += bytes((ins.opcode, arg & 0xFF))
-        out += bytes(2 * opcodes.cache_entries(ins.opcode))  # CACHE is opcode 0, oparg 0
+            out.append(ext)
+            out.append((arg >> (8 * k)) & 0xFF)
+        out.append(ins.opcode)
+        out.append(arg & 0xFF)
+        if n_cache:
+            out.extend(bytes(2 * n_cache))  # CACHE is opcode 0, oparg 0
     return bytes(out)
 
 
