@@ -61,7 +61,10 @@ def is_non_overlapping_and_dense(shape: Sequence, strides: Sequence) -> bool:
     ndim = len(shape)
     if ndim == 1:
         return shape[0] < 2 or strides[0] == 1
-    perm = sorted(range(ndim), key=lambda d: (shape[d] < 2, strides[d] if shape[d] >= 2 else 0))
+    # size < 2 dims last, others by stride (bool() settles symbolic comparisons with a guard)
+    perm = sorted(
+        range(ndim), key=lambda d: (bool(shape[d] < 2), 0 if bool(shape[d] < 2) else strides[d])
+    )
     required = 1
     for d in perm:
         if shape[d] < 2:
