@@ -45,7 +45,14 @@ def view_source(func, out_index: int) -> str | None:
             and (a.alias_info.before_set & info.before_set)
         ):
             return a.name
-    return None
+    # A list of views (`Tensor(a)[]`, as in split/unbind) keeps its alias set on the element
+    # type, which the Python schema does not expose: the aliased argument is the annotated one.
+    annotated = [
+        a.name for a in func._schema.arguments if a.alias_info and not a.alias_info.is_write
+    ]
+    if annotated:
+        return annotated[0]
+    raise AotNotSupported(f"{func}: result {out_index} aliases an argument we cannot identify")
 
 
 def _overload(packet_name: str, overload: str):

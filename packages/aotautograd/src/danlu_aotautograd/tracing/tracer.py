@@ -242,6 +242,8 @@ class Tracer:
             return t
         if func is aten.resize_.default and list(args[0].shape) == list(args[1]):
             return args[0]
+        if torch.Tag.inplace_view in func.tags:  # t_, squeeze_, as_strided_: layout changes
+            raise AotNotSupported(f"{func} changes a tensor's shape or strides in place")
         if mutated_args(func):
             return self._functionalize(func, args, kwargs)
         node = self.emit(func, tree_map(self._as_arg, args), tree_map(self._as_arg, kwargs))
@@ -318,8 +320,10 @@ class Tracer:
 
     def write(self, t, new: fx.Node) -> None:
         """Record that ``t`` now holds ``new`` (and so does the matching part of its root)."""
-        if not isinstance(t, ShadowTensor) or t.tracer is not self:
-            raise AotNotSupported("the program writes to a tensor that is not an input")
+        if not isinstance(t, ShadowTensor):
+            t = self._constant(t)
+        if t.tracer is not self:
+            raise AotNotSupported("the program writes to a fake tensor from another trace")
         root = t.root
         if root.is_constant:
             raise AotNotSupported(

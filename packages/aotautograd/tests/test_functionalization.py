@@ -1,0 +1,146 @@
+"""Programs that write to tensors: every graph handed to a compiler is functional, and the
+caller sees eager's values in outputs and inputs."""
+
+import pytest
+import torch
+from helpers import check
+
+import danlu_aotautograd as da
+
+
+def _functional(compiled):
+    for c in compiled.compiled:
+        graphs = [c.forward_graph] + ([c.partition.backward] if c.partition else [])
+        for gm in graphs:
+            for n in gm.graph.nodes:
+                if isinstance(n.target, torch._ops.OpOverload):
+                    schema = n.target._schema
+                    written = [
+                        a for a in schema.arguments if a.alias_info and a.alias_info.is_write
+                    ]
+                    assert not written, f"{n.target} writes in a compiled graph"
+
+
+def test_index_put_and_masked_fill_inplace():
+    def f(x, buf, idx):
+        buf[idx] = x.detach().sum(0)
+        y = x * 1.5
+        y.masked_fill_(y > 1, 0.0)
+        y[:, 1] += 3
+        return y
+
+    args = [torch.randn(5, 4, requires_grad=True), torch.zeros(6, 4), torch.tensor([0, 3])]
+    compiled, _, _ = check(f, args)
+    _functional(compiled)
+
+
+def test_out_variant_and_copy_between_views():
+    def f(x, out):
+        torch.mul(x, 2, out=out)
+        out[0].copy_(out[1])
+        return out.sum()
+
+    args = [torch.randn(3, 4), torch.empty(3, 4)]
+    compiled, _, _ = check(f, args)
+    _functional(compiled)
+
+
+def test_foreach_optimizer_update():
+    def step(params, grads, bufs):
+        with torch.no_grad():
+            torch._foreach_mul_(bufs, 0.9)
+            torch._foreach_add_(bufs, grads)
+            torch._foreach_add_(params, bufs, alpha=-0.1)
+
+    params = [torch.randn(3, 2), torch.randn(4)]
+    grads = [torch.randn(3, 2), torch.randn(4)]
+    bufs = [torch.randn(3, 2), torch.randn(4)]
+    compiled, _, _ = check(step, [params, grads, bufs])
+    _functional(compiled)
+    assert len(compiled.compiled[0].program.written_inputs) == 4
+
+
+def test_views_of_views_and_regenerated_aliases():
+    def f(x, w):
+        y = x @ w
+        a = y.view(2, 3, 4)
+        b = a[1]  # view of a view
+        c = y.t()  # another alias of the same memory
+        b.mul_(w.sum())
+        return c.sum(0), a, b
+
+    args = [torch.randn(6, 5, requires_grad=True), torch.randn(5, 4, requires_grad=True)]
+    compiled, (c, a, b), _ = check(f, args)
+    _functional(compiled)
+    assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def test_write_through_unbind_and_split_views():
+    def f(x, acc):
+        first, second = acc.unbind(0)
+        first.add_(x.detach().sum())
+        lo, hi = acc.split([1, 2], dim=1)
+        hi.mul_(2)
+        return acc * x.mean()
+
+    args = [torch.randn(4, requires_grad=True), torch.randn(2, 3)]
+    compiled, _, _ = check(f, args)
+    _functional(compiled)
+
+
+def test_write_through_data_attribute():
+    def f(p, g):
+        p.data.add_(g, alpha=-0.5)
+        return p * 2
+
+    check(f, [torch.randn(5, requires_grad=True), torch.randn(5)])
+
+
+def test_inplace_with_dtype_promotion_keeps_dtype():
+    def f(x, y):
+        x.add_(y)  # float32 += float64 stays float32
+        return x * 1
+
+    compiled, out, _ = check(f, [torch.randn(4), torch.randn(4, dtype=torch.float64)])
+    assert out.dtype == torch.float32
+
+
+def test_inplace_on_input_with_history_is_refused():
+    def f(x, w):
+        x.mul_(w)
+        return x
+
+    x = torch.randn(3)
+    w = torch.randn(3, requires_grad=True)
+    with pytest.raises(da.AotNotSupported, match="autograd history"):
+        da.aot_function(f, da.run_graph)(x, w)
+
+
+def test_write_to_captured_constant_is_refused():
+    state = torch.zeros(3)
+
+    def f(x):
+        state.add_(x)
+        return x * 2
+
+    with pytest.raises(da.AotNotSupported, match="captured from outside"):
+        da.aot_function(f, da.run_graph)(torch.randn(3))
+    assert torch.equal(state, torch.zeros(3))
+
+
+def test_random_fills_keep_eager_rng_stream():
+    def f(x):
+        noise = torch.empty_like(x).normal_()
+        u = torch.empty_like(x).uniform_(-1, 1)
+        return x + noise * u + torch.rand_like(x)
+
+    check(f, [torch.randn(64, requires_grad=True)])
+
+
+def test_in_place_layout_change_is_refused():
+    def f(x):
+        x.t_()
+        return x + 1
+
+    with pytest.raises(da.AotNotSupported, match="shape or strides in place"):
+        da.aot_function(f, da.run_graph)(torch.randn(3, 3))
