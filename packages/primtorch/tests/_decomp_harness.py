@@ -14,8 +14,6 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from danlu_primtorch.prim_decompositions import PrimDecompositionUnsupported
-
 
 class DecomposingMode(TorchDispatchMode):
     def __init__(self, table):
@@ -27,11 +25,8 @@ class DecomposingMode(TorchDispatchMode):
         kwargs = kwargs or {}
         fn = self.table.get(func)
         if fn is not None:
-            try:
-                out = fn(*args, **kwargs)
-            except PrimDecompositionUnsupported:
-                pass
-            else:
+            out = fn(*args, **kwargs)
+            if out is not NotImplemented:  # NotImplemented: not covered, keep the ATen op
                 self.hits.add(func)
                 return out
         return func(*args, **kwargs)

@@ -12,6 +12,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from danlu_primtorch.canonical import CANONICAL_OPS
 from danlu_primtorch.prim_decompositions import (
     NOT_DECOMPOSED,
+    PRIM_DECOMPOSITIONS,
     PrimDecompositionUnsupported,
     prim_decomposition_table,
 )
@@ -285,13 +286,15 @@ def test_every_table_entry_has_a_direct_sample():
     assert not set(TABLE) - covered, sorted(map(str, set(TABLE) - covered))
 
 
-def test_unsupported_arguments_say_so():
-    with pytest.raises(PrimDecompositionUnsupported):
-        TABLE[aten.index.Tensor](X, [XB])
-    with pytest.raises(PrimDecompositionUnsupported):
-        TABLE[aten._scaled_dot_product_flash_attention_for_cpu.default](
-            r(1, 1, 2, 4), r(1, 1, 2, 4), r(1, 1, 2, 4), 0.5
-        )
+def test_unsupported_arguments_keep_the_aten_op():
+    # the table says NotImplemented (keep the op); the raw function says why
+    assert TABLE[aten.index.Tensor](X, [XB]) is NotImplemented
+    with pytest.raises(PrimDecompositionUnsupported, match="data-dependent"):
+        PRIM_DECOMPOSITIONS[aten.index.Tensor](X, [XB])
+    qkv = (r(1, 1, 2, 4), r(1, 1, 2, 4), r(1, 1, 2, 4))
+    assert TABLE[aten._scaled_dot_product_flash_attention_for_cpu.default](*qkv, 0.5) is (
+        NotImplemented
+    )
 
 
 def test_bad_input_raises_like_eager():

@@ -8,16 +8,18 @@ For the ``decomposition_table(level="prims")`` merge (read this first):
   calls only ``torch.ops.danlu_prims.*`` ops (no ATen ops, so no recursion is needed).
 * Broadcasting, type promotion, Python scalars, ATen's defaults (``dim=None``, negative dims,
   ``-1`` sizes, ``keepdim``) are all explicit in the prims they emit.
-* A callable may raise :class:`PrimDecompositionUnsupported` (a ``NotImplementedError``) for
-  arguments it does not cover (bool-mask indexing, attention dropout, non-strided layouts);
-  the caller should then keep the ATen op. Any other exception is the error eager would raise
-  for the same bad input.
+* For arguments a decomposition does not cover (bool-mask indexing, attention dropout,
+  non-strided layouts) the table's callable returns ``NotImplemented``: keep the ATen op (the
+  tracer's convention). The raw functions in :data:`PRIM_DECOMPOSITIONS` raise
+  :class:`PrimDecompositionUnsupported` instead, with the reason. Any other exception is the
+  error eager would raise for the same bad input.
 * Canonical ops with no entry here stay ATen at the prims level:
   :data:`NOT_DECOMPOSED` lists them with the reason.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -50,9 +52,23 @@ NOT_DECOMPOSED: dict[torch._ops.OpOverload, str] = {
 }
 
 
+def _keep_op_when_unsupported(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def decomposition(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except PrimDecompositionUnsupported:
+            return NotImplemented
+
+    return decomposition
+
+
 def prim_decomposition_table() -> dict[torch._ops.OpOverload, Callable]:
-    """A fresh dict: canonical ATen overload -> its decomposition into danlu prims."""
-    return dict(PRIM_DECOMPOSITIONS)
+    """A fresh dict: canonical ATen overload -> its decomposition into danlu prims.
+
+    An entry returns ``NotImplemented`` for arguments it does not cover (keep the ATen op).
+    """
+    return {op: _keep_op_when_unsupported(fn) for op, fn in PRIM_DECOMPOSITIONS.items()}
 
 
 __all__ = [
