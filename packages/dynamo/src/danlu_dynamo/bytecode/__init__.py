@@ -9,6 +9,7 @@ from .builders import create_instruction
 from .code_builder import function_prologue, make_code, make_function
 from .code_tables import CodeTables
 from .disassembler import disassemble
+from .editing import clone_instructions, protect, redirect_jumps, replace_instructions
 from .instruction import NO_POSITIONS, ExceptionTableEntry, Instruction, Positions
 from .liveness import live_locals, live_locals_at
 from .opcodes import PY_VERSION
@@ -27,6 +28,7 @@ __all__ = [
     "StackDepthError",
     "assemble",
     "builders",
+    "clone_instructions",
     "create_instruction",
     "disassemble",
     "format_instructions",
@@ -37,6 +39,9 @@ __all__ = [
     "make_function",
     "make_resume_code",
     "max_stack_depth",
+    "protect",
+    "redirect_jumps",
+    "replace_instructions",
     "resume_closure_names",
     "stack_depths",
 ]

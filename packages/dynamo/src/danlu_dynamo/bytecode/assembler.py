@@ -14,6 +14,7 @@ from typing import Any
 
 from . import opcodes
 from .code_tables import CodeTables
+from .editing import replace_instructions
 from .exception_table import RawExceptionEntry, encode_exception_table
 from .instruction import Instruction
 from .line_table import encode_line_table
@@ -103,17 +104,11 @@ def _resolve_table_args(instructions: list[Instruction], tables: CodeTables) -> 
 
 def _split_oversized_pairs(instructions: list[Instruction], tables: CodeTables) -> None:
     """3.13 LOAD_FAST_LOAD_FAST & co. pack two slots in 4 bits each; split when they don't fit."""
-    if not opcodes.PAIRED_LOCAL_OPS or not any(
-        ins.opcode in opcodes.PAIRED_LOCAL_OPS and ins.arg > 0xFF for ins in instructions
-    ):
-        return
-    replaced: dict[int, Instruction] = {}
-    out: list[Instruction] = []
+    replacements: dict[int, list[Instruction]] = {}
     for ins in instructions:
         if ins.opcode in opcodes.PAIRED_LOCAL_OPS and ins.arg > 0xFF:
-            first_name, second_name = opcodes.PAIRED_LOCAL_PARTS[ins.opname]
             parts = []
-            for opname, var in zip((first_name, second_name), ins.argval):
+            for opname, var in zip(opcodes.PAIRED_LOCAL_PARTS[ins.opname], ins.argval):
                 parts.append(
                     Instruction(
                         opname=opname,
@@ -121,20 +116,10 @@ def _split_oversized_pairs(instructions: list[Instruction], tables: CodeTables) 
                         arg=tables.local_index(var),
                         argval=var,
                         positions=ins.positions,
-                        exn_entry=ins.exn_entry,
                     )
                 )
-            replaced[id(ins)] = parts[0]
-            out.extend(parts)
-        else:
-            out.append(ins)
-    for ins in out:
-        if ins.target is not None and id(ins.target) in replaced:
-            ins.target = replaced[id(ins.target)]
-        entry = ins.exn_entry
-        if entry is not None and id(entry.target) in replaced:
-            entry.target = replaced[id(entry.target)]
-    instructions[:] = out
+            replacements[id(ins)] = parts
+    replace_instructions(instructions, replacements)
 
 
 def _check_required_successors(instructions: list[Instruction]) -> None:

@@ -22,6 +22,7 @@ from .builders import create_instruction, jump_to, load_local, push_null
 from .code_builder import function_prologue
 from .code_tables import CodeTables
 from .disassembler import disassemble
+from .editing import replace_instructions
 from .instruction import Instruction
 
 _UNSUPPORTED_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
@@ -71,6 +72,12 @@ def make_resume_code(
     target = next((ins for ins in body if ins.offset == offset), None)
     if target is None:
         raise ValueError(f"no instruction at offset {offset} in {original.co_name}")
+    position = next(i for i, ins in enumerate(body) if ins is target)
+    if position > 0 and body[position - 1].opname in opcodes.FUSED_WITH_NEXT:
+        raise ValueError(
+            f"cannot resume at offset {offset}: it is fused with the {body[position - 1].opname} "
+            "before it"
+        )
     body = _drop_prologue(body)
     if not any(ins is target for ins in body):
         raise ValueError(f"offset {offset} is inside the prologue of {original.co_name}")
@@ -125,30 +132,26 @@ def _drop_prologue(body: list[Instruction]) -> list[Instruction]:
 
 
 def _check_unbound_loads(body: list[Instruction], bound: set[str]) -> None:
-    """3.12+ LOAD_FAST trusts that the local is bound; locals we don't pass in may not be."""
+    """3.12+ LOAD_FAST (and 3.13's paired forms) trust that the local is bound; locals we
+    don't pass in may not be, so their loads become LOAD_FAST_CHECK."""
     if "LOAD_FAST_CHECK" not in opcodes.OPMAP:
         return  # 3.11's LOAD_FAST always checks
     checked = opcodes.OPMAP["LOAD_FAST_CHECK"]
-    out: list[Instruction] = []
-    replaced: dict[int, Instruction] = {}
+    replacements: dict[int, list[Instruction]] = {}
     for ins in body:
-        if ins.opname == "LOAD_FAST" and ins.argval not in bound:
+        name = ins.opname
+        if name == "LOAD_FAST" and ins.argval not in bound:
             ins.opname, ins.opcode = "LOAD_FAST_CHECK", checked
-        if ins.opname == "LOAD_FAST_LOAD_FAST" and not set(ins.argval) <= bound:
-            parts = [
+        elif name == "LOAD_FAST_LOAD_FAST" and not set(ins.argval) <= bound:
+            replacements[id(ins)] = [
                 create_instruction("LOAD_FAST_CHECK", argval=v, positions=ins.positions)
                 for v in ins.argval
             ]
-            for p in parts:
-                p.exn_entry = ins.exn_entry
-            replaced[id(ins)] = parts[0]
-            out += parts
-            continue
-        out.append(ins)
-    if replaced:
-        for ins in out:
-            if ins.target is not None and id(ins.target) in replaced:
-                ins.target = replaced[id(ins.target)]
-            if ins.exn_entry is not None and id(ins.exn_entry.target) in replaced:
-                ins.exn_entry.target = replaced[id(ins.exn_entry.target)]
-    body[:] = out
+        elif name == "STORE_FAST_LOAD_FAST":
+            stored, loaded = ins.argval
+            if loaded not in bound and loaded != stored:
+                replacements[id(ins)] = [
+                    create_instruction("STORE_FAST", argval=stored, positions=ins.positions),
+                    create_instruction("LOAD_FAST_CHECK", argval=loaded, positions=ins.positions),
+                ]
+    replace_instructions(body, replacements)
