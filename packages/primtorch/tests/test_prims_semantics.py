@@ -261,3 +261,13 @@ def test_every_prim_kind_is_listed_in_the_registry():
 
 def test_package_exports_prims():
     assert danlu_primtorch.prims is prims
+
+
+def test_readme_table_lists_every_prim():
+    import pathlib
+
+    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    missing = [n for n in PRIMS if f"| `{n}` |" not in readme]
+    assert not missing, (
+        f"README's prim table lacks {missing}: regenerate it with python -m danlu_primtorch.prims"
+    )

@@ -92,3 +92,13 @@ def is_prim(op: object) -> bool:
     """True for a ``danlu_prims`` OpOverload (or its packet)."""
     ns = getattr(op, "namespace", None)
     return ns == NAMESPACE
+
+
+def format_prim_table() -> str:
+    """The prim set as a Markdown table (name, kind, one-line semantics), in kind order."""
+    rows = ["| prim | kind | semantics |", "|---|---|---|"]
+    for kind in PrimKind:
+        for p in prims_of_kind(kind):
+            summary = p.summary.replace("|", "\\|")
+            rows.append(f"| `{p.name}` | {kind.value} | {summary} |")
+    return "\n".join(rows)
