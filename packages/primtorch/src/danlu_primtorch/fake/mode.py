@@ -29,6 +29,26 @@ _LIFT_OPS = {aten.lift_fresh.default, aten.lift_fresh_copy.default, aten.lift.de
 _INDEX_PUT_OPS = {aten.index_put_.default, aten.index_put.default, aten._index_put_impl_.default}
 
 
+_CPU_NORM_STATS = {
+    aten.native_layer_norm.default,
+    aten.native_batch_norm.default,
+    aten._native_batch_norm_legit.default,
+    aten._native_batch_norm_legit.no_stats,
+    aten._native_batch_norm_legit_no_training.default,
+    aten._batch_norm_with_update.default,
+}
+
+
+def _bn_training(func, args) -> bool:
+    if func is aten._batch_norm_with_update.default:
+        return True
+    if func is aten._native_batch_norm_legit_no_training.default:
+        return False
+    if func is aten._native_batch_norm_legit.no_stats:
+        return bool(args[3])
+    return bool(args[5])
+
+
 def _is_mask(t) -> bool:
     return isinstance(t, torch.Tensor) and t.dtype in (torch.bool, torch.uint8)
 
@@ -57,6 +77,7 @@ class FakeTensorMode(TorchDispatchMode):
         self._real_to_fake = WeakIdKeyDictionary()
         self._storages: dict[int, tuple[torch.UntypedStorage, torch.UntypedStorage]] = {}
         self._entered: list[tuple[bool, bool]] = []
+        self._last_device = torch.device("cpu")
 
     # --- entering ----------------------------------------------------------------------------
     def __enter__(self):
@@ -107,8 +128,9 @@ class FakeTensorMode(TorchDispatchMode):
             if entry is None:
                 entry = (storage, torch.UntypedStorage(storage.nbytes(), device="meta"))
                 self._storages[storage._cdata] = entry
-            meta = torch.empty((0,), dtype=t.dtype, device="meta")
-            meta.set_(entry[1], t.storage_offset(), t.shape, t.stride())
+            with torch._C._DisableTorchDispatch():  # a plain meta tensor, even inside the mode
+                meta = torch.empty((0,), dtype=t.dtype, device="meta")
+                meta.set_(entry[1], t.storage_offset(), t.shape, t.stride())
             fake = FakeTensor(self, meta, normalize_device(t.device))
             if t.requires_grad:
                 fake.requires_grad_(True)
@@ -117,7 +139,8 @@ class FakeTensorMode(TorchDispatchMode):
 
     def fake_empty(self, size, stride, dtype, device) -> FakeTensor:
         """A fresh fake tensor with the given metadata (no aliasing)."""
-        meta = torch.empty_strided(size, stride, dtype=dtype, device="meta")
+        with torch._C._DisableTorchDispatch():
+            meta = torch.empty_strided(size, stride, dtype=dtype, device="meta")
         return FakeTensor(self, meta, normalize_device(device))
 
     # --- dispatch ----------------------------------------------------------------------------
@@ -137,7 +160,13 @@ class FakeTensorMode(TorchDispatchMode):
                 explicit_device = x
                 flat[i] = _META
         self._check_data_independent(func, fakes, flat)
+        if not fakes and explicit_device is not None and explicit_device.type == "meta":
+            # C++ composites build factories from ``self.options()``, whose device is meta
+            # for a fake tensor: such a factory belongs to the device last computed on.
+            explicit_device = self._last_device
         device = output_device(func, fakes, explicit_device)
+        if fakes:
+            self._last_device = device
         args, kwargs = tree_unflatten(flat, spec)
 
         if func in _INDEX_PUT_OPS and any(_is_mask(i) for i in flat[1:] if i is not None):
@@ -153,12 +182,26 @@ class FakeTensorMode(TorchDispatchMode):
                 raise UnsupportedFakeOp(func, f"no meta kernel ({e})") from e
             return run_on_zeros(func, args, kwargs, lambda m: FakeTensor(self, m, device))
 
+        if device.type == "cpu" and func in _CPU_NORM_STATS:
+            out = self._cpu_norm_stats(func, args, out, device)
+
         def wrap(x):
             if isinstance(x, torch.Tensor) and not isinstance(x, FakeTensor):
                 return FakeTensor(self, x, device)
             return x
 
         return tree_map(wrap, out)
+
+    def _cpu_norm_stats(self, func, args, out, device):
+        # Meta kernels follow CUDA for the saved statistics of norms; eager CPU keeps them in
+        # the input's reduced precision, and returns them empty for batch norm in eval mode.
+        x = args[0]
+        stats = list(out[1:3])
+        if func is not aten.native_layer_norm.default and not _bn_training(func, args):
+            stats = [self.fake_empty((0,), (1,), s.dtype, device) for s in stats]
+        if x.dtype in (torch.bfloat16, torch.float16):
+            stats = [self.fake_empty(s.shape, s.stride(), x.dtype, device) for s in stats]
+        return (out[0], *stats, *out[3:])
 
     def _like(self, t: FakeTensor) -> FakeTensor:
         return self.fake_empty(t.shape, t.stride(), t.dtype, t.fake_device)

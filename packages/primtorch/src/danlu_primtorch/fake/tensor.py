@@ -95,29 +95,29 @@ class FakeTensor(torch.Tensor):
     # Tensor.to's C++ binding guards the target device, which fails for CUDA on a machine
     # without it; a move is an ``aten._to_copy`` with a device, so call that directly.
     def to(self, *args, **kwargs):
-        copy = kwargs.pop("copy", False)
-        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
-        if device is not None and not in_kernel():
-            from .devices import normalize_device
-
-            device = normalize_device(device)
-            if device != self.fake_device:
-                return torch.ops.aten._to_copy.default(
-                    self,
-                    dtype=dtype,
-                    device=device,
-                    non_blocking=non_blocking,
-                    memory_format=memory_format,
+        if not in_kernel():
+            try:
+                parsed = torch._C._nn._parse_to(
+                    *args, **{k: v for k, v in kwargs.items() if k != "copy"}
                 )
-            device = None
-        if device is not None:
-            return super().to(*args, copy=copy, **kwargs)
-        return super().to(
-            self.dtype if dtype is None else dtype,
-            non_blocking,
-            copy,
-            memory_format=torch.preserve_format if memory_format is None else memory_format,
-        )
+            except (TypeError, RuntimeError):
+                parsed = None  # unusual signature (positional copy=...): let torch parse it
+            if parsed is not None and parsed[0] is not None and parsed[0].type != "meta":
+                from .devices import normalize_device
+
+                device, dtype, non_blocking, memory_format = parsed
+                device = normalize_device(device)
+                if device != self.fake_device:
+                    return torch.ops.aten._to_copy.default(
+                        self,
+                        dtype=dtype,
+                        device=device,
+                        non_blocking=non_blocking,
+                        memory_format=memory_format,
+                    )
+                kwargs.pop("device", None)
+                args = tuple(a for a in args if not isinstance(a, str | torch.device))
+        return super().to(*args, **kwargs)
 
     def cuda(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
         device = torch.device("cuda", device) if isinstance(device, int) else device

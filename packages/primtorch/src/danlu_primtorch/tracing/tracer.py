@@ -86,6 +86,8 @@ class AtenTracer(TorchDispatchMode):
         later ops that use them refer to it. Returns the node.
         """
         node_args, node_kwargs = tree_map(self.node_arg, (args, kwargs))
+        if self.fake_mode is not None:
+            node_args, node_kwargs = _resolve_meta_devices(node_args, node_kwargs, out)
         node = self.graph.call_function(func, tuple(node_args), dict(node_kwargs))
         self.bind(node, out)
         return node
@@ -192,6 +194,21 @@ class AtenTracer(TorchDispatchMode):
             name = f"{base}_{i}"
         self._names.add(name)
         return name
+
+
+def _resolve_meta_devices(args, kwargs, out):
+    # C++ fills ``device=`` from a fake tensor's options, which say meta; the graph must
+    # name the device the value lives on (the output's fake device).
+    first = next((t for t in tree_flatten(out)[0] if isinstance(t, FakeTensor)), None)
+    if first is None or first.fake_device.type == "meta":
+        return args, kwargs
+
+    def fix(x):
+        if isinstance(x, torch.device) and x.type == "meta":
+            return first.fake_device
+        return x
+
+    return tree_map(fix, (args, kwargs))
 
 
 def flat_inputs(args) -> list:
