@@ -36,7 +36,7 @@ def brk_item(x):
 
 
 def brk_in_loop(x):
-    for i in range(3):
+    for _i in range(3):
         x = x * 2
         if x.mean() > 100:
             x = x - 1

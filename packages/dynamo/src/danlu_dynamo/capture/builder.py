@@ -7,12 +7,15 @@ import collections
 import dataclasses
 import enum
 import functools
+import inspect
+import os
 import types
 
 import torch
 
 from .exc import Unsupported
-from .variables.base import ConstVar, is_const_value
+from .source import Source
+from .variables.base import ConstVar, Var, is_const_value
 from .variables.builtins import (
     GRAD_CTX_CLASSES,
     BuiltinVar,
@@ -51,6 +54,10 @@ def wrap_value(out, value, source):
             else:
                 g.constant_match(src, value)
         return ConstVar(value, source)
+    if value is os.environ:
+        return EnvironVar(source)
+    if (isinstance(value, (types.FunctionType, type))) and _hashable_in(value, _FOLD_ON_REAL):
+        return FoldOnRealVar(value)
     if isinstance(value, enum.Enum):
         if src is not None:
             g.id_match(src, value)
@@ -146,6 +153,21 @@ def wrap_value(out, value, source):
         raise Unsupported(f"bound C method {value!r}")
     if isinstance(value, (torch.finfo, torch.iinfo)):
         return OpaqueConstVar(value)
+    if type(value) in (_LIST_ITER, _TUPLE_ITER) and source is not None:
+        red = value.__reduce__()
+        if len(red[1]) != 1 or not isinstance(red[1][0], (list, tuple)):
+            raise Unsupported("iterator over a non-sequence")
+        seq = red[1][0]
+        idx = red[2] if len(red) > 2 else len(seq)
+        g.type_match(src, value)
+        seq_src = Source(f"{src}.__reduce__()[1][0]")
+        g.add(
+            "CONSTANT_MATCH", src, f"{src}.__reduce__()[2:] == {(idx,) if len(red) > 2 else ()!r}"
+        )
+        seq_var = out.wrap(seq, seq_src)
+        from .variables.containers import ListIteratorVar
+
+        return ListIteratorVar(seq_var.items[idx:], source=source, base_index=idx)
     if isinstance(value, (types.GeneratorType, types.CoroutineType)):
         raise Unsupported("generator object from outside the frame")
     if isinstance(value, (set, frozenset)):
@@ -155,6 +177,10 @@ def wrap_value(out, value, source):
     if src is not None:
         g.type_match(src, value)
     return ObjectVar(type(value), value, source)
+
+
+_LIST_ITER = type(iter([]))
+_TUPLE_ITER = type(iter(()))
 
 
 class _OrderedDictClass(BuiltinVar):
@@ -170,7 +196,106 @@ class _OrderedDictClass(BuiltinVar):
 
 
 class OpaqueConstVar(ConstVar):
-    """An immutable library object (``torch.finfo``): attribute reads fold."""
+    """An immutable library object (``torch.finfo``, ``inspect.Signature``): reads fold."""
 
     def getattr(self, tx, name):
-        return tx.output.wrap_const(getattr(self.value, name))
+        v = getattr(self.value, name)
+        if is_const_value(v):
+            return ConstVar(v)
+        if callable(v):
+            from .variables.functions import ConstMethodVar
+
+            return ConstMethodVar(self.value, name)
+        return OpaqueConstVar(v)
+
+    def unpack(self, tx):
+        return [OpaqueConstVar(x) if not is_const_value(x) else ConstVar(x) for x in self.value]
+
+
+def real_value_of(var):
+    """The real Python object behind a symbolic value, when the trace knows it exactly."""
+    from .variables.functions import BoundMethodVar
+
+    if isinstance(var, ConstVar):
+        return var.value
+    if isinstance(var, UserFunctionVar):
+        return var.fn
+    if isinstance(var, ClassVar):
+        return var.cls
+    if isinstance(var, ObjectVar) and var.value is not None and not var.pending:
+        return var.value
+    if isinstance(var, BoundMethodVar):
+        f, s = real_value_of(var.fn_var), real_value_of(var.self_var)
+        if f is not None and s is not None:
+            return types.MethodType(f, s)
+    return None
+
+
+class FoldOnRealVar(Var):
+    """A pure library function on objects the trace knows exactly (``inspect.signature``):
+    evaluated at trace time. Its result depends only on guarded identities."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def is_const(self):
+        return True
+
+    def const(self):
+        return self.fn
+
+    def call(self, tx, args, kwargs):
+        vals = [real_value_of(a) for a in args]
+        kvals = {k: real_value_of(v) for k, v in kwargs.items()}
+        if any(v is None for v in vals) or any(v is None for v in kvals.values()):
+            raise Unsupported(f"{self.fn.__name__}() on values only known symbolically")
+        try:
+            return OpaqueConstVar(self.fn(*vals, **kvals))
+        except Exception as e:
+            raise Unsupported(f"{type(e).__name__} from {self.fn.__name__}()") from e
+
+    def reconstruct(self, cg):
+        f = self.fn
+        return lambda ctx: f
+
+
+_FOLD_ON_REAL = {inspect.signature, torch.finfo, torch.iinfo}
+
+
+def _hashable_in(v, s):
+    try:
+        return v in s
+    except TypeError:
+        return False
+
+
+class EnvironVar(Var):
+    """``os.environ``: reads become constants guarded on the variable's current value."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def call_method(self, tx, name, args, kwargs):
+        if (
+            name not in ("get", "__getitem__", "__contains__")
+            or kwargs
+            or not all(a.is_const() for a in args)
+        ):
+            raise Unsupported(f"os.environ.{name}")
+        key = args[0].const()
+        cur = os.environ.get(key)
+        tx.output.guards.add(
+            "ENV", "os.environ", f"__import__('os').environ.get({key!r}) == {cur!r}"
+        )
+        if name == "__contains__":
+            return ConstVar(cur is not None)
+        if cur is None:
+            if name == "get":
+                return args[1] if len(args) > 1 else ConstVar(None)
+            raise Unsupported(f"KeyError {key!r} from os.environ")
+        return ConstVar(cur)
+
+    def getattr(self, tx, name):
+        from .variables.functions import BoundVarMethod
+
+        return BoundVarMethod(self, name)

@@ -49,7 +49,9 @@ def _needs_replay(v) -> bool:
     if isinstance(v, CellVar):
         return v.real is not None
     if isinstance(v, ListIteratorVar):
-        return False
+        return v.source is not None
+    if isinstance(v, ObjectVar) and v.value is not None:
+        return True
     return getattr(v, "source", None) is not None
 
 
@@ -361,8 +363,15 @@ class Rebuilder:
                         lambda c, x, cell=cell: setattr(cell, "cell_contents", x),
                     )
                 )
+            elif isinstance(var, ListIteratorVar):
+                it = self.from_source(var.source)
+                idx = var.base_index + var.index
+                out.append((it, lambda i, n=idx: i.__setstate__(n)))
             elif isinstance(var, ObjectVar):
-                obj = self.from_source(var.source)
+                if var.source is not None:
+                    obj = self.from_source(var.source)
+                else:
+                    obj = lambda ctx, _v=var.value: _v  # noqa: E731
                 for name, v in var.pending.items():
                     val = self.rebuild(v)
                     out.append((_pair(obj, val), lambda p, n=name: setattr(p[0], n, p[1])))

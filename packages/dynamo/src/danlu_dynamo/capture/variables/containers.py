@@ -332,9 +332,15 @@ class SetVar(Var):
 
 
 class ListIteratorVar(Var):
-    def __init__(self, items, index=0):
+    """An iterator over known items. With a source it is a real ``list_iterator`` /
+    ``tuple_iterator`` from the frame state (``base_index`` = its position when wrapped); what
+    the trace consumes is replayed with ``__setstate__``."""
+
+    def __init__(self, items, index=0, source=None, base_index=0):
         self.items = list(items)
         self.index = index
+        self.source = source
+        self.base_index = base_index
 
     def python_type(self):
         return type(iter([]))
@@ -356,6 +362,8 @@ class ListIteratorVar(Var):
         return self
 
     def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.from_source(self.source)  # the real iterator, advanced by the replay
         parts = [cg.rebuild(i) for i in self.items[self.index :]]
         return lambda ctx: iter([p(ctx) for p in parts])
 

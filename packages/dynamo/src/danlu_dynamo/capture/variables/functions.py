@@ -115,6 +115,12 @@ class UserFunctionVar(Var):
             fn.__code__, fn.__globals__, cells, args, kwargs, defaults, kwdefaults, fn.__name__
         )
 
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.from_source(self.source)
+        fn = self.fn
+        return lambda ctx: fn
+
     def __repr__(self):
         return f"UserFunction({self.fn.__qualname__})"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import collections.abc
 import dataclasses
 import inspect
 import types
@@ -98,6 +99,12 @@ class ObjectVar(Var):
             return ClassVar(self.cls, self.cls_source())
         if name == "__dict__":
             raise Unsupported("__dict__ access")
+        if (
+            self.value is not None
+            and self.source is not None
+            and (_class_attr(self.cls, "__getattribute__") is not object.__getattribute__)
+        ):
+            return self._real_getattr(tx, name)
         attr = _class_attr(self.cls, name)
         if isinstance(attr, property) or (
             attr is not _MISSING
@@ -113,7 +120,54 @@ class ObjectVar(Var):
             return _bind_class_attr(tx, self, self.cls, name, attr, self.cls_source())
         return self.getattr_fallback(tx, name)
 
+    def unpack(self, tx):
+        it = _class_attr(self.cls, "__iter__")
+        if it is collections.abc.Sequence.__iter__:
+            it = _MISSING  # the ABC's default: index until IndexError, i.e. len/getitem
+        if isinstance(it, types.FunctionType):
+            r = UserFunctionVar(it).call(tx, [self], {})
+            from .containers import ListIteratorVar
+
+            if isinstance(r, ListIteratorVar):
+                return r.unpack(tx)
+            if r is self:
+                raise Unsupported(f"{self.cls.__name__} is its own iterator")
+            return r.unpack(tx)
+        ln = _class_attr(self.cls, "__len__")
+        gi = _class_attr(self.cls, "__getitem__")
+        if (
+            it is _MISSING
+            and isinstance(ln, types.FunctionType)
+            and isinstance(gi, types.FunctionType)
+        ):
+            n = UserFunctionVar(ln).call(tx, [self], {})
+            if not n.is_const():
+                raise Unsupported("__len__ is not a constant")
+            return [UserFunctionVar(gi).call(tx, [self, ConstVar(i)], {}) for i in range(n.const())]
+        raise Unsupported(f"iterating over {self.cls.__name__}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__":
+            return self.getattr(tx, "__len__").call(tx, args, kwargs)
+        return self.getattr(tx, name).call(tx, args, kwargs)
+
+    def _real_getattr(self, tx, name):
+        """Attribute read through the class's own (custom) lookup; the guard re-reads it."""
+        attr = _class_attr(self.cls, name)
+        if isinstance(attr, (types.FunctionType, property)):
+            return _bind_class_attr(tx, self, self.cls, name, attr, self.cls_source())
+        try:
+            v = getattr(self.value, name)
+        except AttributeError as e:
+            raise Unsupported(
+                f"AttributeError: {self.cls.__name__!r} has no attribute {name!r}"
+            ) from e
+        return tx.output.wrap(v, self.source.attr(name))
+
     def getattr_fallback(self, tx, name):
+        if self.value is not None and self.source is not None and not isinstance(self, ModuleVar):
+            if _class_attr(self.cls, "__getattr__") is not _MISSING:
+                return self._real_getattr(tx, name)
         if _class_attr(self.cls, "__getattr__") is not _MISSING:
             ga = _class_attr(self.cls, "__getattr__")
             if isinstance(ga, types.FunctionType):
@@ -147,6 +201,9 @@ class ObjectVar(Var):
     def reconstruct(self, cg):
         if self.source is not None:
             return cg.from_source(self.source)
+        if self.value is not None:
+            real = self.value
+            return lambda ctx: real  # the same object; its pending writes are replayed
         cls = self.cls
         attrs = {k: cg.rebuild(v) for k, v in self.pending.items()}
 
@@ -327,6 +384,55 @@ class ModuleVar(ObjectVar):
         return f"Module({self.cls.__name__}, {self.source})"
 
 
+# Read-only C methods of builtin containers, evaluated on the real object at trace time; the
+# result is guarded through a source that calls the same method.
+_PURE_C_METHODS = {
+    "get",
+    "__getitem__",
+    "__contains__",
+    "keys",
+    "values",
+    "items",
+    "__len__",
+    "copy",
+    "index",
+    "count",
+}
+
+
+class RealCMethodVar(Var):
+    def __init__(self, obj_var, descr, name):
+        self.obj_var = obj_var
+        self.descr = descr
+        self.name = name
+
+    def call(self, tx, args, kwargs):
+        owner = getattr(self.descr, "__objclass__", None)
+        if self.name not in _PURE_C_METHODS or owner not in (
+            dict,
+            list,
+            tuple,
+            str,
+            set,
+            frozenset,
+        ):
+            raise Unsupported(f"C method {getattr(owner, '__name__', owner)}.{self.name}")
+        if kwargs or not all(a.is_const() for a in args):
+            raise Unsupported(f"{owner.__name__}.{self.name} with non-constant arguments")
+        vals = [a.const() for a in args]
+        result = self.descr(self.obj_var.value, *vals)
+        src = None
+        if self.obj_var.source is not None:
+            arg_src = "".join(f", {v!r}" for v in vals)
+            src = Source(f"{owner.__name__}.{self.name}({self.obj_var.source.expr}{arg_src})")
+            if self.name in ("keys", "values", "items"):
+                src = Source(f"list({src.expr})")
+                result = list(result)
+        elif self.name in ("keys", "values", "items"):
+            result = list(result)
+        return tx.output.wrap(result, src)
+
+
 class ModuleCallVar(Var):
     def __init__(self, mod):
         self.mod = mod
@@ -416,8 +522,6 @@ class ClassVar(Var):
             return TupleVar([bound[f] for f in cls._fields], py_type=cls)
         if type(cls) not in (type, abc.ABCMeta) or cls.__new__ is not object.__new__:
             raise Unsupported(f"constructing {cls.__name__} (custom __new__ or metaclass)")
-        if getattr(cls, "__slots__", None) is not None:
-            raise Unsupported(f"constructing {cls.__name__} with __slots__")
         obj = ObjectVar(cls)
         tx.output.side_effects.new_object(obj)
         init = _class_attr(cls, "__init__")
@@ -589,6 +693,11 @@ class SuperVar(Var):
                     return UserFunctionVar(attr.fget).call(tx, [self.obj], {})
                 if attr is object.__init__:
                     return _NoOp()
+                if (
+                    isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType))
+                    and getattr(self.obj, "value", None) is not None
+                ):
+                    return RealCMethodVar(self.obj, attr, name)
                 raise Unsupported(f"super().{name} is {type(attr).__name__}")
         raise Unsupported(f"super() has no attribute {name}")
 
