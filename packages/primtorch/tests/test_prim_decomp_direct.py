@@ -196,6 +196,63 @@ SAMPLES = [
         {"attn_mask": r(5, 6)},
     ),
 ]
+
+
+def _conv_backward_sample(
+    xs, ws, stride, padding, dilation, transposed, out_pad, groups, mask, channels_last=False
+):
+    x, w = r(*xs, dtype=torch.float64), r(*ws, dtype=torch.float64)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    y = aten.convolution.default(x, w, None, stride, padding, dilation, transposed, out_pad, groups)
+    gy = r(*y.shape, dtype=torch.float64)
+    bias = [w.shape[1] * groups if transposed else w.shape[0]]
+    return (
+        aten.convolution_backward.default,
+        (gy, x, w, bias, stride, padding, dilation, transposed, out_pad, groups, mask),
+        {},
+    )
+
+
+def _sdpa_backward_sample(causal, **kwargs):
+    q, k, v = r(2, 3, 5, 8), r(2, 3, 6, 8), r(2, 3, 6, 8)
+    if causal:
+        k, v = k[:, :, :5], v[:, :, :5]
+    o, lse = aten._scaled_dot_product_flash_attention_for_cpu.default(
+        q, k, v, 0.0, causal, **kwargs
+    )
+    return (
+        aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+        (r(*o.shape), q, k, v, o, lse, 0.0, causal),
+        kwargs,
+    )
+
+
+SAMPLES += [
+    _conv_backward_sample(
+        (2, 4, 9, 8), (6, 2, 3, 3), [2, 1], [1, 0], [1, 2], False, [0, 0], 2, [True, True, True]
+    ),
+    _conv_backward_sample((2, 3, 10), (4, 3, 3), [1], [1], [1], False, [0], 1, [True, False, True]),
+    _conv_backward_sample(
+        (2, 4, 5, 5),
+        (4, 3, 3, 3),
+        [2, 2],
+        [1, 1],
+        [1, 1],
+        True,
+        [1, 0],
+        1,
+        [True, True, False],
+        channels_last=True,
+    ),
+    _conv_backward_sample(
+        (1, 6, 7, 7), (6, 1, 3, 3), [1, 1], [1, 1], [1, 1], False, [0, 0], 6, [False, True, True]
+    ),
+    _sdpa_backward_sample(False),
+    _sdpa_backward_sample(True, scale=0.3),
+    _sdpa_backward_sample(False, attn_mask=r(5, 6)),
+]
+
 _BITS = ("bitwise", "shift")
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 import torch
 
 from danlu_primtorch.prim_decompositions import (  # noqa: F401  (imported for registrations)
+    backward_kernels,
     creation,
     data_movement,
     library,
@@ -42,13 +43,11 @@ aten = torch.ops.aten
 #: Canonical ops deliberately left as ATen at the prims level, with the reason.
 NOT_DECOMPOSED: dict[torch._ops.OpOverload, str] = {
     aten.i0.default: "no prim: rare Bessel function; a backend calls eager for it",
-    aten.convolution_backward.default: "library kernel; no backward-convolution prim yet",
     aten._local_scalar_dense.default: "reads a value back to Python: leaves the graph",
-    aten._scaled_dot_product_flash_attention_for_cpu_backward.default: "library kernel; no attention-backward prim yet",
-    aten._scaled_dot_product_efficient_attention.default: "GPU attention with RNG state outputs; not mapped yet",
-    aten._scaled_dot_product_efficient_attention_backward.default: "library kernel; no attention-backward prim yet",
-    aten._scaled_dot_product_flash_attention.default: "GPU attention with RNG state outputs; not mapped yet",
-    aten._scaled_dot_product_flash_attention_backward.default: "library kernel; no attention-backward prim yet",
+    aten._scaled_dot_product_efficient_attention.default: "GPU attention kernel returning RNG state; not mapped yet",
+    aten._scaled_dot_product_efficient_attention_backward.default: "GPU attention backward; not mapped yet",
+    aten._scaled_dot_product_flash_attention.default: "GPU attention kernel returning RNG state; not mapped yet",
+    aten._scaled_dot_product_flash_attention_backward.default: "GPU attention backward; not mapped yet",
 }
 
 
