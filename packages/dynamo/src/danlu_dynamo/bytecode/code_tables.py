@@ -49,26 +49,65 @@ class CodeTables:
         consts = self.consts
         if hint is not None and 0 <= hint < len(consts) and consts[hint] is value:
             return hint
-        for i, c in enumerate(consts):
-            if c is value:
+        for fresh in (False, True):
+            by_id, by_value = self._const_lookup(rebuild=fresh)
+            i = by_id.get(id(value))
+            if i is not None and i < len(consts) and consts[i] is value:
                 return i
-        if type(value) in _EQUAL_BY_VALUE:
-            for i, c in enumerate(consts):
-                if type(c) is type(value) and c == value:
-                    return i
+            if type(value) in _EQUAL_BY_VALUE:
+                i = by_value.get((type(value), value))
+                if i is not None and i < len(consts):
+                    c = consts[i]
+                    if type(c) is type(value) and c == value:
+                        return i
         consts.append(value)
+        by_id.setdefault(id(value), len(consts) - 1)
+        if type(value) in _EQUAL_BY_VALUE:
+            by_value.setdefault((type(value), value), len(consts) - 1)
+        self.__dict__["_const_cache"] = (len(consts), id(consts), by_id, by_value)
         return len(consts) - 1
+
+    def _const_lookup(
+        self, *, rebuild: bool = False
+    ) -> tuple[dict[int, int], dict[tuple[type, Any], int]]:
+        """Lookup dicts over co_consts, rebuilt when the list changed (entries are re-checked
+        by the caller, so an in-place edit of the list can only cost a rebuild)."""
+        consts = self.consts
+        cached = self.__dict__.get("_const_cache")
+        if rebuild or cached is None or cached[0] != len(consts) or cached[1] != id(consts):
+            by_id: dict[int, int] = {}
+            by_value: dict[tuple[type, Any], int] = {}
+            for i, c in enumerate(consts):
+                by_id.setdefault(id(c), i)
+                if type(c) in _EQUAL_BY_VALUE:
+                    by_value.setdefault((type(c), c), i)
+            cached = (len(consts), id(consts), by_id, by_value)
+            self.__dict__["_const_cache"] = cached
+        return cached[2], cached[3]
 
     # -- names -------------------------------------------------------------------------------
     def name_index(self, name: str, hint: int | None = None) -> int:
         names = self.names
         if hint is not None and 0 <= hint < len(names) and names[hint] == name:
             return hint
-        try:
-            return names.index(name)
-        except ValueError:
+        cached = self.__dict__.get("_name_cache")
+        if cached is None or cached[0] != len(names) or cached[1] != id(names):
+            lookup: dict[str, int] = {}
+            for i, n in enumerate(names):
+                lookup.setdefault(n, i)
+            cached = (len(names), id(names), lookup)
+        lookup = cached[2]
+        i = lookup.get(name)
+        if i is not None and not (i < len(names) and names[i] == name):
+            lookup = {}
+            for k, n in enumerate(names):
+                lookup.setdefault(n, k)
+            i = lookup.get(name)
+        if i is None:
             names.append(name)
-            return len(names) - 1
+            i = lookup[name] = len(names) - 1
+        self.__dict__["_name_cache"] = (len(names), id(names), lookup)
+        return i
 
     # -- locals, cells, free variables -------------------------------------------------------
     def localsplus(self) -> list[str]:
@@ -80,7 +119,14 @@ class CodeTables:
         )
 
     def _slots(self) -> dict[str, int]:
-        key = (len(self.varnames), len(self.cellvars), len(self.freevars))
+        key = (
+            len(self.varnames),
+            len(self.cellvars),
+            len(self.freevars),
+            id(self.varnames),
+            id(self.cellvars),
+            id(self.freevars),
+        )
         cached = self.__dict__.get("_slot_cache")
         if cached is None or cached[0] != key:
             slots: dict[str, int] = {}
@@ -94,7 +140,13 @@ class CodeTables:
         """Slot of `name`; a new plain local is added to co_varnames if `create`."""
         slot = self._slots().get(name)
         if slot is not None:
-            return slot
+            if slot < len(self.varnames) and self.varnames[slot] == name:
+                return slot
+            # A cell/free slot, or the lists were edited in place: check against a fresh list.
+            self.__dict__.pop("_slot_cache", None)
+            slot = self._slots().get(name)
+            if slot is not None:
+                return slot
         if not create:
             raise KeyError(f"no local, cell or free variable named {name!r}")
         if name in self.cellvars or name in self.freevars:
