@@ -161,3 +161,34 @@ def test_resume_refuses_to_split_a_fused_pair():
     for _, second in fused:
         with pytest.raises(ValueError, match="fused"):
             make_resume_code(has_pairs.__code__, second.offset, stack=["a", "b", "c", "d"])
+
+
+def test_code_tables_lookups():
+    from danlu_dynamo.bytecode import CodeTables
+
+    def f():
+        x = 0.0
+        y = 7
+        z = "s"
+        return x, y, z
+
+    tables = CodeTables.from_code(f.__code__)
+    n = len(tables.consts)
+    assert tables.consts[tables.const_index(7)] == 7
+    assert tables.consts[tables.const_index("s")] == "s"
+    zero = tables.consts.index(0.0)
+    minus_zero = tables.const_index(-0.0)  # equal to 0.0 but not the same constant
+    assert minus_zero != zero and str(tables.consts[minus_zero]) == "-0.0"
+    assert tables.consts[tables.const_index(True)] is True  # not merged with 1
+    assert type(tables.consts[tables.const_index(1)]) is int
+    # Edited in place (same length): lookups still answer correctly.
+    k = tables.consts.index(7)
+    tables.consts[k] = 8
+    assert tables.consts[tables.const_index(8)] == 8
+    assert tables.consts[tables.const_index(7)] == 7
+    assert len(tables.consts) == n + 4  # -0.0, True, 1, and 7 again
+    tables.names[:] = ["a", "b"]
+    assert tables.name_index("b") == 1
+    tables.names[1] = "c"
+    assert tables.names[tables.name_index("c")] == "c"
+    assert tables.local_index("new_local") == len(tables.varnames) - 1
