@@ -65,4 +65,6 @@ def check_program(fn, make_inputs, variants=(0, 0, 1)):
         got = opt(*args_c)
         assert same(expected, got), f"seed={seed} variant={v}\nexpected={expected}\ngot={got}"
         assert same(args_e, args_c), f"seed={seed}: inputs mutated differently"
+    internal = [r for r in opt._capture_ctx.eager_reasons if "internal capture error" in r]
+    assert not internal, internal
     return opt

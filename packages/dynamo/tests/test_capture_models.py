@@ -56,6 +56,8 @@ def test_model_capture_matches_eager(name, train):
         assert len(grads) == len(ref_grads)
         assert all(torch.equal(a, b) for a, b in zip(ref_grads, grads))
     ctx = opt._capture_ctx
+    internal = [r for r in ctx.eager_reasons if "internal capture error" in r]
+    assert not internal, internal
     graphs = [s for s in ctx.records if s.num_ops > 0]
     assert graphs, "nothing was captured"
     print(

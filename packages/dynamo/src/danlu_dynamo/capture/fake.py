@@ -1,54 +1,44 @@
-"""Example values for traced tensors.
+"""Example values for traced tensors: ``danlu_primtorch``'s fake tensors.
 
-Tensor operations are run on ``meta`` tensors (shape, dtype, strides and autograd metadata,
-no data), with the real device tracked beside them; an op without a meta kernel or whose
-output shape depends on data raises, and the trace breaks there.  When
-``danlu_primtorch.FakeTensorMode`` is available this is the one place to swap it in.
+Graph inputs become fakes through ``FakeTensorMode.from_real`` (same sizes, strides, storage
+aliasing, device, requires_grad) and every traced op runs inside the mode, so node.meta["val"]
+is a ``FakeTensor``. An op whose output depends on data (``DataDependentOutputError``), that
+has no fake implementation, or that raises, becomes a graph break: the op then runs eagerly,
+which gives the user eager's behaviour (including its error, if any).
 """
 
 from __future__ import annotations
 
 import torch
-from torch.utils import _pytree as pytree
+
+from danlu_primtorch.fake import FakeTensorMode
 
 from .exc import Unsupported
 
 
-def to_meta(t: torch.Tensor) -> torch.Tensor:
-    """A meta tensor with the same metadata as ``t`` (a leaf, like a graph input)."""
-    if t.is_sparse or t.layout != torch.strided:
-        raise Unsupported(f"non-strided tensor input ({t.layout})")
+def new_mode() -> FakeTensorMode:
+    return FakeTensorMode()
+
+
+def to_fake(mode: FakeTensorMode, t: torch.Tensor) -> torch.Tensor:
     if type(t) not in (torch.Tensor, torch.nn.Parameter):
         raise Unsupported(f"tensor subclass {type(t).__name__}")
-    m = torch.empty_strided(
-        t.shape, t.stride(), dtype=t.dtype, device="meta", requires_grad=t.requires_grad
-    )
-    return m
-
-
-def _devicify(x):
-    if isinstance(x, torch.device):
-        return torch.device("meta")
-    return x
-
-
-_DEVICE_METHODS_IDENTITY = {"cpu"}
-
-
-def run_fake(fn, args, kwargs):
-    """Run ``fn`` on meta example values; args/kwargs already hold meta tensors."""
-    args = pytree.tree_map(_devicify, args)
-    kwargs = {
-        k: ("meta" if k == "device" and v is not None else _devicify(v)) for k, v in kwargs.items()
-    }
+    if t.layout != torch.strided:
+        raise Unsupported(f"non-strided tensor input ({t.layout})")
     try:
-        with torch.device("meta"):
+        return mode.from_real(t)
+    except Exception as e:
+        raise Unsupported(f"cannot make a fake tensor: {_short(e)}") from e
+
+
+def run_fake(mode: FakeTensorMode, fn, args, kwargs):
+    """Run ``fn`` on fake example values (args/kwargs already hold fakes)."""
+    try:
+        with mode:
             return fn(*args, **kwargs)
     except Unsupported:
         raise
     except Exception as e:
-        # No meta kernel, a data-dependent output, or an error eager would raise too: in every
-        # case the op runs eagerly after a graph break, which gives the user eager's behaviour.
         raise Unsupported(f"{getattr(fn, '__name__', fn)}: {type(e).__name__}: {_short(e)}") from e
 
 

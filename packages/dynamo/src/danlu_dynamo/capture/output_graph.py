@@ -17,7 +17,7 @@ from torch.utils import _pytree as pytree
 
 from .builder import wrap_value
 from .exc import Unsupported
-from .fake import run_fake, to_meta
+from .fake import new_mode, run_fake, to_fake
 from .guard_codegen import GuardSet
 from .source import Source
 from .variables.base import ConstVar, Var, is_const_value
@@ -69,6 +69,7 @@ class OutputGraph:
         self.op_count = 0
         self.grad_mode_at_start = torch.is_grad_enabled()
         self._last_placeholder = None
+        self.fake_mode = new_mode()
 
     # -------------------------------------------------------------- values
     def wrap(self, value, source: Source | None) -> Var:
@@ -120,7 +121,8 @@ class OutputGraph:
         self._last_placeholder = node
         self.input_sources.append(source)
         self.input_values.append(value)
-        var = TensorVar(node, to_meta(value), value.device, source)
+        var = TensorVar(node, to_fake(self.fake_mode, value), value.device, source)
+        var.is_param = isinstance(value, torch.nn.Parameter)
         return var
 
     def real_cell(self, cell, source: Source | None) -> CellVar:
@@ -137,16 +139,18 @@ class OutputGraph:
         node_kwargs = {k: _to_node(v) for k, v in kwargs.items()}
         ex_args = [_to_example(a) for a in args]
         ex_kwargs = {k: _to_example(v) for k, v in kwargs.items()}
-        device = _result_device(args, kwargs)
         if kind == "call_method":
             fn = getattr(type(ex_args[0]), target, None)
             if fn is None:
                 raise Unsupported(f"Tensor has no method {target}")
             result = run_fake(
-                lambda *a, **k: getattr(a[0], target)(*a[1:], **k), ex_args, ex_kwargs
+                self.fake_mode,
+                lambda *a, **k: getattr(a[0], target)(*a[1:], **k),
+                ex_args,
+                ex_kwargs,
             )
         else:
-            result = run_fake(target, ex_args, ex_kwargs)
+            result = run_fake(self.fake_mode, target, ex_args, ex_kwargs)
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         self.op_count += 1
         if ret_self:
@@ -155,14 +159,14 @@ class OutputGraph:
             if isinstance(base, TensorVar) and result is base.example:
                 return base
             if isinstance(result, torch.Tensor):
-                return TensorVar(node, result, device)
+                return TensorVar(node, result, result.device)
             if result is None:
                 return ConstVar(None)  # keep the node: it mutates its input
-        return self._wrap_result(node, result, device)
+        return self._wrap_result(node, result)
 
-    def _wrap_result(self, node, result, device):
+    def _wrap_result(self, node, result):
         if isinstance(result, torch.Tensor):
-            return TensorVar(node, result, device)
+            return TensorVar(node, result, result.device)
         if isinstance(result, (tuple, list)) and any(
             isinstance(r, torch.Tensor) for r in pytree.tree_leaves(result)
         ):
@@ -170,7 +174,7 @@ class OutputGraph:
             items = []
             for i, r in enumerate(result):
                 sub = self.graph.create_node("call_function", operator.getitem, (node, i), {})
-                items.append(self._wrap_result(sub, r, device))
+                items.append(self._wrap_result(sub, r))
             py = type(result)
             if isinstance(result, list):
                 return ListVar(items)

@@ -436,7 +436,7 @@ class Translator:
         if flags & 0x04:
             self.pop()
         kwdefaults = self.pop().items if flags & 0x02 else None
-        defaults = self.pop().items if flags & 0x01 else None
+        defaults = self.pop().unpack(self) if flags & 0x01 else None
         self.push(
             NestedFunctionVar(
                 code, self.f_globals, code.co_name, defaults, kwdefaults, list(closure)

@@ -85,8 +85,10 @@ class TensorVar(Var):
         self.source = source
         node.meta["val"] = example
 
+    is_param = False
+
     def python_type(self):
-        return torch.nn.Parameter if isinstance(self.example, torch.nn.Parameter) else torch.Tensor
+        return torch.nn.Parameter if self.is_param else torch.Tensor
 
     def truth(self, tx):
         raise Unsupported("data-dependent control flow: truth value of a tensor")
