@@ -16,6 +16,8 @@ import torch
 from danlu_inductor.ir import nodes as ir
 from danlu_inductor.ir.symbols import to_int
 
+SCRATCH_MAX_ELEMENTS = 16384
+
 
 def _ints(exprs):
     return tuple(to_int(e) for e in exprs)
@@ -94,7 +96,12 @@ class WrapperCodegen:
             if grp.placements[n.name] == "xr" and any(
                 phase_of[u] != phase_of[n.name] for u in n.users
             ):
-                continue
+                # read in a later loop of the same outer iteration: a per-thread scratch row
+                rn = 1
+                for s in grp.rsizes:
+                    rn *= to_int(s)
+                if rn > SCRATCH_MAX_ELEMENTS:
+                    continue
             out.add(n.name)
         return out
 

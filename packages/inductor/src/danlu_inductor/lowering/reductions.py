@@ -174,9 +174,31 @@ register(aten.any.dims, aten.any.dim, aten.any.default)(_anyall("any"))
 register(aten.all.dims, aten.all.dim, aten.all.default)(_anyall("all"))
 
 
+TWO_PASS_MAX = 16384
+
+
 def welford(x, dims, keepdim):
-    """(mean, m2, count) of ``x`` over ``dims``; both reductions share one accumulator."""
+    """(mean, m2, count) of ``x`` over ``dims``.
+
+    Rows that stay in cache (up to TWO_PASS_MAX elements) use two vectorizable passes in the
+    same kernel: mean, then the sum of squared deviations (as accurate as Welford, and
+    several times faster than its per-element division). Longer reductions use one Welford
+    pass (both outputs share one accumulator), which also combines across threads.
+    """
     c = compute_dtype(x.get_dtype())
+    n = to_int(product([x.get_size()[d] for d in dims]))
+    if n <= TWO_PASS_MAX:
+        from danlu_inductor.lowering.views import squeeze
+
+        s = reduce(x, dims, "sum", c, c, keepdim=True)
+        mean_k = make_pointwise([s], lambda v: ops.truediv(v, ops.constant(float(n), c)), c, c)
+
+        def sq_dev(a, m):
+            d = ops.sub(a, m)
+            return ops.mul(d, d)
+
+        m2 = reduce(make_pointwise([x, mean_k], sq_dev, c, c), dims, "sum", c, c, keepdim)
+        return (mean_k if keepdim else squeeze(mean_k, dims)), m2, n
     mean_ = reduce(x, dims, "welford_mean", c, c, keepdim)
     m2 = reduce(x, dims, "welford_m2", c, c, keepdim)
     n = to_int(product([x.get_size()[d] for d in dims]))

@@ -15,6 +15,8 @@ partial accumulator that is combined in thread order afterwards (deterministic).
 
 from __future__ import annotations
 
+import re
+
 import sympy
 import torch
 
@@ -34,6 +36,10 @@ class Scope:
     def __init__(self, parent=None):
         self.lines: list[str] = []
         self.cache = dict(parent.cache) if parent is not None else {}
+        self.parent = parent
+
+
+_NAME = re.compile(r"\b(tmp\d+|idx\d+|r\d+)\b")
 
 
 class CppKernel:
@@ -49,8 +55,17 @@ class CppKernel:
         self.locals: dict[str, CSEVar] = {}
         self.n = 0
         self.uses_indirect = False
+        self.inner_vars: set[str] = set()
         self.overrides = CppOverrides(self)
         self._plan_loops()
+        # kernel-local buffers written in one reduction-space loop and read in a later one
+        # live in a per-thread row of scratch memory instead of a full buffer
+        self.scratch = set()
+        phase_of = {n.name: p for p, (_, ms) in enumerate(group.phases) for n in ms}
+        for n in group.nodes:
+            if n.name in local_buffers and group.placements[n.name] == "xr":
+                if any(phase_of.get(u) != phase_of[n.name] for u in n.users):
+                    self.scratch.add(n.name)
 
     # ---------------------------------------------------------------- loop variables
     def _plan_loops(self):
@@ -79,10 +94,24 @@ class CppKernel:
             return hit
         name = f"tmp{self.n}"
         self.n += 1
-        self.scope.lines.append(f"{value_ctype(dtype)} {name} = {expr};")
         var = CSEVar(name, dtype)
-        self.scope.cache[expr] = var
+        # Loop-invariant code motion: a value that depends on no reduction-loop variable
+        # (directly or through temporaries) is computed once, before the loop.
+        target = self.scope
+        if target.parent is not None and not self._inner_dependent(expr):
+            target = target.parent
+            self.scope.cache[expr] = var
+        else:
+            self.inner_vars.add(name)
+        target.lines.append(f"{value_ctype(dtype)} {name} = {expr};")
+        target.cache[expr] = var
         return var
+
+    def _inner_dependent(self, expr: str) -> bool:
+        for m in _NAME.findall(expr):
+            if m[0] == "r" or m in self.inner_vars:
+                return True
+        return False
 
     def line(self, text):
         self.scope.lines.append(text)
@@ -97,6 +126,8 @@ class CppKernel:
         return self.params[name]
 
     def load(self, name, index):
+        if name in self.scratch:
+            return self.emit(f"scratch_{name}[{self._flat_r()}]", self.buffer_dtype[name])
         if name in self.locals:
             return self.locals[name]
         dtype = self.buffer_dtype[name]
@@ -109,6 +140,11 @@ class CppKernel:
 
     def store(self, name, index, value: CSEVar):
         dtype = self.buffer_dtype[name]
+        if name in self.scratch:
+            v = self.overrides.to_dtype(value, dtype) if value.dtype != dtype else value
+            self.line(f"scratch_{name}[{self._flat_r()}] = {v.name};")
+            self.scope.cache[f"scratch_{name}[{self._flat_r()}]"] = v
+            return
         if name in self.local_buffers:
             v = self.overrides.to_dtype(value, dtype) if value.dtype != dtype else value
             self.locals[name] = v
@@ -120,12 +156,22 @@ class CppKernel:
             v = f"static_cast<dl_half>({v})"
         elif value_ctype(value.dtype) != STORAGE_CTYPE[dtype]:
             v = f"static_cast<{STORAGE_CTYPE[dtype]}>({v})"
-        self.line(f"{self.ptr(name, out=True)}[{cexpr(index)}] = {v};")
+        target = f"{self.ptr(name, out=True)}[{cexpr(index)}]"
+        self.line(f"{target} = {v};")
+        if v == value.name and dtype not in (torch.float16, torch.bfloat16):
+            self.scope.cache[target] = value  # a later load of this element reuses the value
+
+    def _flat_r(self) -> str:
+        flat = sympy.Integer(0)
+        for v, s in zip(self.rvars, self.rsizes):
+            flat = flat * s + v
+        return cexpr(flat)
 
     def indirect(self, v: CSEVar, size):
         self.uses_indirect = True
         name = f"idx{self.n}"
         self.n += 1
+        self.inner_vars.add(name)  # side effects (the error flag): never hoisted
         s = cexpr(size)
         self.line(f"int64_t {name} = static_cast<int64_t>({v.name});")
         self.line(f"if ({name} < 0) {name} += {s};")
@@ -171,6 +217,10 @@ class CppKernel:
             else:
                 self._reduction_phase(members, rn, split)
         inner = body.lines
+        rn_decl = max(rn, 1)
+        for name in sorted(self.scratch):
+            ct = value_ctype(self.buffer_dtype[name])
+            inner.insert(0, f"alignas(64) {ct} scratch_{name}[{rn_decl}];")
         lines = []
         if not g.has_reduction:
             lines += _loop_nest(
@@ -200,6 +250,7 @@ class CppKernel:
         accs = {}  # key -> (acc name, reduction kind, acc ctype, init, value dtype)
         results = []
         simd_ok = True
+        nan_flags: dict[str, str] = {}
         for n in members:
             value, idx, ridx = self._node_value(n)
             if not n.is_reduction:
@@ -213,24 +264,34 @@ class CppKernel:
                 self.n += 1
                 ctype, init = _acc_type(base, value.dtype, rn)
                 accs[key] = (acc, base, ctype, init, value.dtype)
-                self.line(_acc_update(base, acc, value, ridx, n.rranges))
-                if base not in ("sum", "prod"):
-                    simd_ok = False
+                if not split and base in ("max", "min"):
+                    # vectorizable: plain compare-select plus a NaN flag, combined at the end
+                    cmp = ">" if base == "max" else "<"
+                    self.line(f"{acc} = ({value} {cmp} {acc}) ? {value} : {acc};")
+                    if value.dtype.is_floating_point:
+                        nan_flags[acc] = f"{acc}_nan"
+                        self.line(f"{acc}_nan = {acc}_nan || ({value} != {value});")
+                else:
+                    self.line(_acc_update(base, acc, value, ridx, n.rranges))
+                    if base not in ("sum", "prod"):
+                        simd_ok = False
             results.append((n, rtype, accs[key][0], idx))
         self.scope = outer
         rvars, rsizes = self.rvars, self.rsizes
         if not split:
             for acc, _, ctype, init, _ in accs.values():
                 self.line(f"{ctype} {acc} = {init};")
+                if acc in nan_flags:
+                    self.line(f"bool {nan_flags[acc]} = false;")
             simd = None
             if simd_ok:
-                red = [a for a, b, *_ in accs.values() if b == "sum"]
-                mul = [a for a, b, *_ in accs.values() if b == "prod"]
                 clauses = ""
-                if red:
-                    clauses += f" reduction(+:{','.join(red)})"
-                if mul:
-                    clauses += f" reduction(*:{','.join(mul)})"
+                for op, kind in (("+", "sum"), ("*", "prod"), ("max", "max"), ("min", "min")):
+                    names = [a for a, b, *_ in accs.values() if b == kind]
+                    if names:
+                        clauses += f" reduction({op}:{','.join(names)})"
+                if nan_flags:
+                    clauses += f" reduction(||:{','.join(nan_flags.values())})"
                 simd = "#pragma omp simd" + clauses
             self.scope.lines += _loop_nest(
                 rvars,
@@ -284,6 +345,8 @@ class CppKernel:
             return
         for n, rtype, acc, idx in results:
             expr, vdt = _result_expr(n, rtype, acc)
+            if acc in nan_flags:
+                expr = f"({nan_flags[acc]} ? std::numeric_limits<{value_ctype(vdt)}>::quiet_NaN() : {acc})"
             var = CSEVar(f"v_{n.name}", vdt)
             self.line(f"{value_ctype(vdt)} {var.name} = {expr};")
             self._store_node(n, var, idx)

@@ -25,7 +25,7 @@ def _promote(*vs):
 
 
 UNARY_FLOAT = {
-    "exp": "std::exp({})",
+    "exp": "dl_exp({})",
     "exp2": "std::exp2({})",
     "expm1": "std::expm1({})",
     "log": "std::log({})",
@@ -41,11 +41,11 @@ UNARY_FLOAT = {
     "atan": "std::atan({})",
     "sinh": "std::sinh({})",
     "cosh": "std::cosh({})",
-    "tanh": "std::tanh({})",
+    "tanh": "dl_tanh({})",
     "asinh": "std::asinh({})",
     "acosh": "std::acosh({})",
     "atanh": "std::atanh({})",
-    "erf": "std::erf({})",
+    "erf": "dl_erf({})",
     "erfc": "std::erfc({})",
     "lgamma": "std::lgamma({})",
     "floor": "std::floor({})",

@@ -91,7 +91,62 @@ template <typename T> static inline T dl_abs(T a) {
     else if constexpr (std::is_floating_point_v<T>) return std::abs(a);
     else return a < 0 ? (T)(-a) : a;
 }
-template <typename T> static inline T dl_sigmoid(T a) { return T(1) / (T(1) + std::exp(-a)); }
+// Branch-free float math that the compiler vectorizes (libm's expf/tanhf/erff are scalar
+// calls). Each is within ~2 ulp of the correctly rounded result (checked in the tests).
+static inline float dl_pow2i(int32_t k) {  // 2^k for k in [-126, 127]
+    uint32_t bits = (uint32_t)(k + 127) << 23; float f; std::memcpy(&f, &bits, 4); return f;
+}
+static inline float dl_expf(float x) {
+    float xc = x > 89.0f ? 89.0f : x;
+    xc = xc < -104.0f ? -104.0f : xc;
+    float fn = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+    float r = xc - fn * 0.693359375f;
+    r = r - fn * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * (r * r) + r + 1.0f;
+    int32_t n = (int32_t)fn;
+    int32_t n1 = n / 2;
+    y = y * dl_pow2i(n1) * dl_pow2i(n - n1);
+    return x != x ? x : y;
+}
+static inline float dl_exp(float x) { return dl_expf(x); }
+static inline double dl_exp(double x) { return std::exp(x); }
+static inline float dl_tanh(float x) {
+    float ax = x < 0 ? -x : x;
+    float e = dl_expf(-2.0f * ax);
+    float big = (1.0f - e) / (1.0f + e);
+    float x2 = ax * ax;  // odd series for small |x|, where the formula above cancels
+    float small = ax * (1.0f + x2 * (-0.333333333f + x2 * (0.133333333f + x2 * (-0.0539682540f
+                    + x2 * 0.0218694885f))));
+    float t = ax < 0.125f ? small : big;
+    t = x < 0 ? -t : t;
+    return x != x ? x : t;
+}
+static inline double dl_tanh(double x) { return std::tanh(x); }
+static inline float dl_erf(float x) {
+    float ax = x < 0 ? -x : x;
+    // |x| < 0.5: Maclaurin series; else erfc by the Chebyshev fit of Numerical Recipes
+    float x2 = ax * ax;
+    float small = ax * (1.1283791671f + x2 * (-0.3761263890f + x2 * (0.1128379167f
+                    + x2 * (-0.0268661706f + x2 * (0.0052239776f + x2 * (-0.0008548327f
+                    + x2 * 0.0001205533f))))));
+    float t = 1.0f / (1.0f + 0.5f * ax);
+    float poly = -1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f
+                 + t * (-0.18628806f + t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f
+                 + t * (-0.82215223f + t * 0.17087277f))))))));
+    float big = 1.0f - t * dl_expf(-x2 + poly);
+    float r = ax < 0.5f ? small : big;
+    r = r > 1.0f ? 1.0f : r;
+    r = x < 0 ? -r : r;
+    return x != x ? x : r;
+}
+static inline double dl_erf(double x) { return std::erf(x); }
+template <typename T> static inline T dl_sigmoid(T a) { return T(1) / (T(1) + dl_exp(-a)); }
 template <typename T> static inline T dl_lshift(T a, T b) {
     using U = std::make_unsigned_t<T>;
     if (b < 0 || b >= (T)(sizeof(T) * 8)) return 0;
