@@ -1,6 +1,6 @@
 """Run in a fresh interpreter: swap the code of stdlib functions for assembled code, compare.
 
-Usage: python bytecode_stdlib_workload.py {round_trip|padded}
+Usage: python bytecode_stdlib_workload.py {round_trip|edited}
 Prints one JSON line: how many functions were swapped and which workload results changed.
 """
 
@@ -32,7 +32,7 @@ import textwrap
 import tokenize
 import types
 
-from bytecode_edit_helpers import pad_with_nops, transform_code
+from bytecode_edit_helpers import pad_with_nops, shuffle_blocks, transform_code
 
 from danlu_dynamo.bytecode import assemble, disassemble
 
@@ -213,7 +213,11 @@ def main(edit_name: str) -> None:
     before = workload()
     edit = {
         "round_trip": lambda code: transform_code(code),
-        "padded": lambda code: transform_code(code, pad_with_nops, pad_tables=300),
+        # Blocks shuffled (jumps flip direction, protected ranges split), NOPs inserted
+        # (EXTENDED_ARG jumps), every constant and name index moved.
+        "edited": lambda code: transform_code(
+            code, lambda ins: pad_with_nops(shuffle_blocks(ins, seed=len(ins))), pad_tables=300
+        ),
     }[edit_name]
     swapped = 0
     identical = 0

@@ -6,7 +6,7 @@ import functools
 import types
 
 import pytest
-from bytecode_edit_helpers import pad_with_nops, transform_code
+from bytecode_edit_helpers import pad_with_nops, shuffle_blocks, transform_code
 
 from danlu_dynamo.bytecode import assemble, disassemble
 
@@ -163,6 +163,13 @@ EDITS = {
     ),
     "shifted_tables": lambda code: transform_code(code, pad_tables=300),
     "padding_and_tables": lambda code: transform_code(code, pad_with_nops, pad_tables=400),
+    "shuffled_blocks": lambda code: transform_code(code, shuffle_blocks),
+    "shuffled_blocks_seed7": lambda code: transform_code(
+        code, functools.partial(shuffle_blocks, seed=7)
+    ),
+    "shuffled_and_padded": lambda code: transform_code(
+        code, lambda ins: pad_with_nops(shuffle_blocks(ins, seed=3))
+    ),
 }
 
 
@@ -182,6 +189,16 @@ def test_edited_function_with_defaults_and_kwargs(edit):
     new.__kwdefaults__ = fn.__kwdefaults__
     for args, kwargs in [((1,), {"c": 3}), ((1, 5, 6, 7), {"c": 0, "z": 9}), ((), {"c": 1})]:
         assert _outcome(new, args, kwargs) == _outcome(fn, args, kwargs)
+
+
+def test_shuffled_code_really_moved_things():
+    code = with_blocks.__code__
+    shuffled = transform_code(code, shuffle_blocks)
+    before = [i.opname for i in disassemble(code)]
+    after = [i.opname for i in disassemble(shuffled)]
+    assert before != after
+    assert sum("BACKWARD" in n for n in after) > sum("BACKWARD" in n for n in before)
+    assert len(shuffled.co_exceptiontable) > len(code.co_exceptiontable)
 
 
 def test_padded_code_really_moved_things():

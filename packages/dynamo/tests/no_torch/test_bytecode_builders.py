@@ -351,3 +351,44 @@ def test_resume_with_an_argument_that_is_a_cell():
     f = make_function(rc, GLOBALS, closure=(cell,))
     assert f(42, get) == (42, 42)
     assert cell.cell_contents == 42
+
+
+def test_method_call_and_truthiness_branches():
+    """def f(s, items): parts = s.split(","); do { n += 1 } while items[n:]; ..."""
+    # parts = s.split(",")
+    body = b.load_local("s") + b.load_method("split")
+    body += b.load_const(",") + b.call_function(1) + b.store_local("parts")
+    # n = 0; do: n += 1 while items[n:]  -- a backward conditional jump on a non-bool value
+    head = create_instruction("LOAD_FAST", argval="n")
+    body += b.load_const(0) + b.store_local("n") + [head]
+    body += b.load_const(1) + [create_instruction("BINARY_OP", arg=13)] + b.store_local("n")
+    body += b.load_local("items") + b.load_local("n") + b.load_const(None)
+    body += [create_instruction("BUILD_SLICE", arg=2), create_instruction("BINARY_SUBSCR")]
+    body += b.pop_jump_if(True, head)
+    # return (parts, n, "no-first" if items[0] is None else "has-first")
+    is_none = create_instruction("LOAD_CONST", argval="no-first")
+    done = create_instruction("BUILD_TUPLE", arg=3)
+    body += b.load_local("parts") + b.load_local("n")
+    body += b.load_local("items") + b.subscr_const(0) + b.pop_jump_if_none(True, is_none)
+    body += b.load_const("has-first") + b.jump_to(done)
+    body += [is_none, done] + b.return_value()
+    f = make_function(make_code(body, name="f", argnames=["s", "items"]), GLOBALS)
+    assert f("a,b,c", [1, 2, 3]) == (["a", "b", "c"], 3, "has-first")
+    assert f("x", [None]) == (["x"], 1, "no-first")
+    assert f("", [None, 0, 0, 0, 0]) == ([""], 5, "no-first")
+
+
+def test_set_positions_shows_in_tracebacks():
+    import traceback
+
+    body = b.load_const(1) + b.load_const(0) + [create_instruction("BINARY_OP", arg=11)]
+    body += b.return_value()  # 1 / 0
+    from danlu_dynamo.bytecode import Positions
+
+    b.set_positions(body, Positions(42, 42, 4, 9))
+    f = make_function(make_code(body, name="f", firstlineno=40), GLOBALS)
+    with pytest.raises(ZeroDivisionError) as info:
+        f()
+    frames = traceback.extract_tb(info.tb)
+    assert frames[-1].lineno == 42
+    assert (frames[-1].colno, frames[-1].end_colno) == (4, 9)

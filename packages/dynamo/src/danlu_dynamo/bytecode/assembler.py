@@ -136,12 +136,11 @@ def _check_required_successors(instructions: list[Instruction]) -> None:
 
 def _orient_jumps(instructions: list[Instruction]) -> None:
     """Relative jumps encode a direction in the opcode; make it match the target's position."""
+    _expand_backward_conditionals(instructions)
     index = {id(ins): i for i, ins in enumerate(instructions)}
     for i, ins in enumerate(instructions):
         if ins.opcode not in opcodes.JUMP_OPS or ins.opcode in opcodes.ABSOLUTE_JUMP_OPS:
             continue
-        if id(ins.target) not in index:
-            raise AssemblyError(f"{ins!r} jumps to an instruction not in the list")
         backward = index[id(ins.target)] <= i
         if backward != (ins.opcode in opcodes.BACKWARD_JUMP_OPS):
             twin = opcodes.JUMP_DIRECTION_TWIN.get(ins.opname)
@@ -149,6 +148,37 @@ def _orient_jumps(instructions: list[Instruction]) -> None:
                 way = "backward" if backward else "forward"
                 raise AssemblyError(f"{ins!r} cannot jump {way} on this Python version")
             ins.opname, ins.opcode = twin, opcodes.OPMAP[twin]
+
+
+def _expand_backward_conditionals(instructions: list[Instruction]) -> None:
+    """On 3.12+, `POP_JUMP_IF_X back` becomes `POP_JUMP_IF_not_X next; JUMP_BACKWARD back`."""
+    index = {id(ins): i for i, ins in enumerate(instructions)}
+    replacements: dict[int, list[Instruction]] = {}
+    for i, ins in enumerate(instructions):
+        if ins.opcode not in opcodes.JUMP_OPS:
+            continue
+        if id(ins.target) not in index:
+            raise AssemblyError(f"{ins!r} jumps to an instruction not in the list")
+        inverse = opcodes.CONDITIONAL_INVERSE.get(ins.opname)
+        if inverse is None or index[id(ins.target)] > i:
+            continue
+        if i + 1 == len(instructions):
+            raise AssemblyError(f"{ins!r} is last: control would fall off the end")
+        replacements[id(ins)] = [
+            Instruction(
+                opname=inverse,
+                opcode=opcodes.OPMAP[inverse],
+                target=instructions[i + 1],
+                positions=ins.positions,
+            ),
+            Instruction(
+                opname="JUMP_BACKWARD",
+                opcode=opcodes.OPMAP["JUMP_BACKWARD"],
+                target=ins.target,
+                positions=ins.positions,
+            ),
+        ]
+    replace_instructions(instructions, replacements)
 
 
 # -- layout ------------------------------------------------------------------------------------

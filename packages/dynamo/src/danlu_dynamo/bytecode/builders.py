@@ -96,6 +96,14 @@ def load_attr(name: str) -> list[Instruction]:
     return [create_instruction("LOAD_ATTR", arg=0, argval=name)]
 
 
+def load_method(name: str) -> list[Instruction]:
+    """Replace the object on top by its method `name`, ready for `call_function`
+    (3.11 LOAD_METHOD; 3.12+ LOAD_ATTR with the method bit)."""
+    if opcodes.PY_VERSION == (3, 11):
+        return [create_instruction("LOAD_METHOD", argval=name)]
+    return [create_instruction("LOAD_ATTR", arg=1, argval=name)]
+
+
 def push_null() -> list[Instruction]:
     return [create_instruction("PUSH_NULL")]
 
@@ -210,6 +218,27 @@ def return_value() -> list[Instruction]:
 
 def return_const(value: Any) -> list[Instruction]:
     return [*load_const(value), *return_value()]
+
+
+def pop_jump_if(truth: bool, target: Instruction) -> list[Instruction]:
+    """Pop the top of stack and jump to `target` if its truth value is `truth` (any direction).
+    3.13's conditional jumps need an exact bool, so a TO_BOOL comes first there."""
+    out = [create_instruction("TO_BOOL")] if opcodes.PY_VERSION >= (3, 13) else []
+    name = "POP_JUMP_IF_TRUE" if truth else "POP_JUMP_IF_FALSE"
+    out.append(create_instruction(name, target=target))
+    return out
+
+
+def pop_jump_if_none(is_none: bool, target: Instruction) -> list[Instruction]:
+    name = "POP_JUMP_IF_NONE" if is_none else "POP_JUMP_IF_NOT_NONE"
+    return [create_instruction(name, target=target)]
+
+
+def set_positions(instructions: Sequence[Instruction], positions: Positions) -> None:
+    """Give emitted instructions a source location (e.g. the user line they stand for), so
+    tracebacks and line numbers point there."""
+    for ins in instructions:
+        ins.positions = positions
 
 
 def jump_to(target: Instruction) -> list[Instruction]:

@@ -121,6 +121,19 @@ def _direction_pairs() -> dict[str, str]:
 
 JUMP_DIRECTION_TWIN: dict[str, str] = _direction_pairs()
 
+# 3.12+ conditional jumps only go forward; a backward one is written as the inverse condition
+# jumping over an unconditional JUMP_BACKWARD.
+CONDITIONAL_INVERSE: dict[str, str] = (
+    {
+        "POP_JUMP_IF_FALSE": "POP_JUMP_IF_TRUE",
+        "POP_JUMP_IF_TRUE": "POP_JUMP_IF_FALSE",
+        "POP_JUMP_IF_NONE": "POP_JUMP_IF_NOT_NONE",
+        "POP_JUMP_IF_NOT_NONE": "POP_JUMP_IF_NONE",
+    }
+    if PY_VERSION >= (3, 12)
+    else {}
+)
+
 # Direction-free jump names accepted by create_instruction; the assembler picks the real opcode.
 GENERIC_JUMPS: dict[str, tuple[str, str]] = {"JUMP": ("JUMP_FORWARD", "JUMP_BACKWARD")}
 if PY_VERSION == (3, 11):
