@@ -105,7 +105,7 @@ def shuffle_blocks(instructions, seed: int = 0):
             elif one_way_forward:
                 after_of[k].add(t)
     pending = {k: 0 for k in range(len(blocks))}
-    for k, later in after_of.items():
+    for later in after_of.values():
         for t in later:
             pending[t] += 1
     order = []
