@@ -17,6 +17,7 @@ class Guard:
     kind: str  # TYPE_MATCH, ID_MATCH, CONSTANT_MATCH, TENSOR_MATCH, LEN, KEYS, GLOBAL_STATE, ...
     source: str
     expr: str  # the Python expression that must be true
+    others: tuple = ()  # further sources the expression reads (aliasing guards)
 
     def __str__(self):
         return f"{self.kind:<14} {self.expr}"
@@ -64,11 +65,11 @@ class GuardSet:
         self.env[name] = value
         return name
 
-    def add(self, kind: str, source: str, expr: str):
+    def add(self, kind: str, source: str, expr: str, others: tuple = ()):
         if expr in self._seen:
             return
         self._seen.add(expr)
-        self.guards.append(Guard(kind, source, expr))
+        self.guards.append(Guard(kind, source, expr, others))
 
     def type_match(self, source: str, value):
         self.add("TYPE_MATCH", source, f"type({source}) is {self._const(type(value))}")
@@ -89,8 +90,15 @@ class GuardSet:
         )
 
     def tensor_match(self, source: str, t: torch.Tensor):
-        spec = _tensor_spec(t)
-        self.add("TENSOR_MATCH", source, f"___tensor_match({source}, {self._const(spec)})")
+        cls, dtype, device, shape, stride, rg, _leaf = _tensor_spec(t)
+        v = source
+        self.add(
+            "TENSOR_MATCH",
+            source,
+            f"type({v}) is {self._const(cls)} and {v}.dtype is {self._const(dtype)} and "
+            f"{v}.requires_grad is {rg} and {v}.shape == {shape!r} and "
+            f"{v}.stride() == {stride!r} and {v}.device == {self._const(device)}",
+        )
 
     def length(self, source: str, value):
         self.type_match(source, value)
@@ -101,7 +109,7 @@ class GuardSet:
         self.add("DICT_KEYS", source, f"list({source}.keys()) == {self._const(list(value.keys()))}")
 
     def is_same(self, source: str, other: str):
-        self.add("ALIAS", source, f"{source} is {other}")
+        self.add("ALIAS", source, f"{source} is {other}", (other,))
 
     def hasattr_guard(self, source: str, name: str, present: bool):
         neg = "" if present else "not "
@@ -121,8 +129,40 @@ class GuardSet:
         )
 
     def compile(self):
-        body = " and ".join(f"({g.expr})" for g in self.guards) or "True"
-        src = f"def ___check(L, G, C, K):\n    return {body}\n"
+        """One function; each source is read once (its parent's value reused), guards in order;
+        a source that cannot be read fails the check."""
+        from .source import lookup
+
+        lines = []
+        var_of: dict[str, str] = {}
+
+        def var(expr: str) -> str:
+            hit = var_of.get(expr)
+            if hit is not None:
+                return hit
+            src = lookup(expr)
+            code = (
+                var(src.parent.expr) + src.suffix
+                if src is not None and src.parent is not None
+                else expr
+            )
+            name = f"___v{len(var_of)}"
+            lines.append(f"{name} = {code}")
+            var_of[expr] = name
+            return name
+
+        for g in self.guards:
+            cond = g.expr
+            for s in sorted((g.source, *g.others), key=len, reverse=True):
+                if s:
+                    cond = cond.replace(s, var(s))
+            lines.append(f"if not ({cond}): return False")
+        body = "\n        ".join(lines) or "pass"
+        src = (
+            "def ___check(L, G, C, K):\n    try:\n        "
+            + body
+            + "\n    except Exception:\n        return False\n    return True\n"
+        )
         env = dict(self.env)
         exec(compile(src, "<danlu_dynamo guards>", "exec"), env)
         fn = env["___check"]
