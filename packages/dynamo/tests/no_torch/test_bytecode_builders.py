@@ -392,3 +392,28 @@ def test_set_positions_shows_in_tracebacks():
     frames = traceback.extract_tb(info.tb)
     assert frames[-1].lineno == 42
     assert (frames[-1].colno, frames[-1].end_colno) == (4, 9)
+
+
+def test_make_code_with_cells_for_an_argument_and_a_local():
+    """def outer(x): y = x * 2; return (lambda: x + y)() -- both x (an argument) and y are cells."""
+    inner_code = make_code(
+        b.load_deref("x")
+        + b.load_deref("y")
+        + [create_instruction("BINARY_OP", arg=0)]
+        + b.return_value(),
+        name="inner",
+        freevars=["x", "y"],
+    )
+    body = b.load_deref("x") + b.load_const(2) + [create_instruction("BINARY_OP", arg=5)]
+    body += [create_instruction("STORE_DEREF", argval="y")]
+    body += b.push_callable(b.new_function(inner_code, ["x", "y"])) + b.call_function(0)
+    body += b.return_value()
+    outer = make_function(
+        make_code(body, name="outer", argnames=["x"], cellvars=["x", "y"]), GLOBALS
+    )
+    assert outer(5) == 15
+    assert outer.__code__.co_cellvars == ("x", "y")
+    # Without a closure.
+    answer = make_code(b.return_const(42), name="answer")
+    g = make_function(make_code(b.new_function(answer) + b.return_value(), name="g"), GLOBALS)
+    assert g()() == 42

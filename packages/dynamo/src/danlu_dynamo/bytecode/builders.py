@@ -212,6 +212,26 @@ def call(
     return out
 
 
+def new_function(code: Any, closure_names: Sequence[str] = ()) -> list[Instruction]:
+    """Push a new function made from the code object `code` (a constant) whose closure holds
+    the cells of `closure_names` (cell or free variables of the code being built)."""
+    out: list[Instruction] = []
+    if closure_names:
+        # 3.13 compiles LOAD_CLOSURE as a LOAD_FAST of the cell's slot.
+        load_cell = "LOAD_FAST" if opcodes.PY_VERSION >= (3, 13) else "LOAD_CLOSURE"
+        out += [create_instruction(load_cell, argval=n) for n in closure_names]
+        out += build_tuple(len(closure_names))
+    out += load_const(code)
+    closure_flag = 8 if closure_names else 0
+    if opcodes.PY_VERSION >= (3, 13):
+        out.append(create_instruction("MAKE_FUNCTION"))
+        if closure_flag:
+            out.append(create_instruction("SET_FUNCTION_ATTRIBUTE", arg=closure_flag))
+    else:
+        out.append(create_instruction("MAKE_FUNCTION", arg=closure_flag))
+    return out
+
+
 def return_value() -> list[Instruction]:
     return [create_instruction("RETURN_VALUE")]
 
