@@ -56,7 +56,7 @@ def cached(check_fn):
     return callback
 
 
-def variants(calls: int):
+def variants(calls: int, with_torch: bool = True):
     def skip_callback(frame, cache_size):
         ef.mark_skip(frame.f_code)
         return None
@@ -78,10 +78,12 @@ def variants(calls: int):
             GuardBuilder({"x": 1}).type_match("L['x']").build(),
         ),
     }
-    try:
-        import torch
-    except ImportError:
-        torch = None
+    torch = None
+    if with_torch:
+        try:
+            import torch
+        except ImportError:
+            pass
     if torch is not None:
         t = torch.randn(4, 4)
         b = GuardBuilder({"x": t}).tensor_match("L['x']").grad_mode()
@@ -112,7 +114,19 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=200_000)
     p.add_argument("--rounds", type=int, default=11)
+    p.add_argument(
+        "--only",
+        choices=["off", "skip", "hit"],
+        help="run one loop of --calls calls and print nothing (for instruction counting: "
+        "valgrind --tool=callgrind, minus a --calls 0 run)",
+    )
     args = p.parse_args()
+    if args.only:
+        names = {"off": "hook off", "skip": "hook on, callee marked skip"}
+        spec = variants(args.calls, with_torch=False)
+        spec = spec.get(names.get(args.only), ("hit", lambda L: True))
+        time_variant(spec, args.calls)
+        return
     specs = variants(args.calls)
     for spec in specs.values():  # warm-up
         time_variant(spec, args.calls // 10)

@@ -215,3 +215,15 @@ def test_guards_drive_the_frame_hook_cache(caplog):
     finally:
         ef.set_cache_limit(old)
         ef.reset()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_device_and_autocast_guards():
+    x = torch.randn(4, 4, device="cuda")
+    check = GuardBuilder({"x": x}).tensor_match("L['x']").autocast_state().build()
+    assert check({"x": torch.randn(4, 4, device="cuda")})
+    assert not check({"x": x.cpu()})
+    assert "device cpu (expected cuda:0)" in check.failure_reason({"x": x.cpu()})
+    with torch.autocast("cuda", dtype=torch.float16):
+        assert not check({"x": x})
+        assert "autocast" in check.failure_reason({"x": x})

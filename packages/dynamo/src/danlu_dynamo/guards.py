@@ -321,7 +321,7 @@ class GuardBuilder:
         rg = bool(value.requires_grad)
         expr = (
             f"type({{v}}) is {t} and {{v}}.dtype is {dt} and {{v}}.device == {dev} and "
-            f"{{v}}.requires_grad is {rg} and {{v}}.size() == {shape!r} and "
+            f"{{v}}.requires_grad is {rg} and {{v}}.shape == {shape!r} and "
             f"{{v}}.stride() == {stride!r} and {dk}({{v}}) == {keys}"
         )
         text = (
