@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from danlu_primtorch.canonical import CANONICAL_OPS
@@ -16,6 +17,7 @@ from danlu_primtorch.prim_decompositions import (
     PrimDecompositionUnsupported,
     prim_decomposition_table,
 )
+from danlu_primtorch.prims import is_prim
 
 aten = torch.ops.aten
 TABLE = prim_decomposition_table()
@@ -359,3 +361,23 @@ def test_bad_input_raises_like_eager():
         TABLE[aten.view.default](X.t(), [12])
     with pytest.raises(RuntimeError, match="broadcastable"):
         TABLE[aten.add.Tensor](X, r(5))
+
+
+class _RecordOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize(("op", "args", "kwargs"), SAMPLES, ids=_ids())
+def test_decompositions_emit_only_prims(op, args, kwargs):
+    with _RecordOps() as rec:
+        out = TABLE[op](*args, **kwargs)
+    assert out is not NotImplemented
+    assert rec.ops, "a decomposition that calls no prim"
+    others = sorted({str(f) for f in rec.ops if not is_prim(f)})
+    assert not others, f"{op} reaches non-prim ops {others}"

@@ -11,6 +11,7 @@ from danlu_primtorch.type_promotion import (
     Promotion,
     computation_dtype,
     elementwise_dtypes,
+    promote_types,
     result_type,
 )
 
@@ -27,6 +28,12 @@ DTYPES = (
     torch.float64,
 )
 NUMBERS = (True, 3, -2, 2.5)
+
+
+def test_promote_types_matches_torch_lattice():
+    lattice = (*DTYPES, torch.complex64, torch.complex128)
+    for a, b in itertools.product(lattice, lattice):
+        assert promote_types(a, b) == torch.promote_types(a, b), (a, b)
 
 
 def _operands(dtype):

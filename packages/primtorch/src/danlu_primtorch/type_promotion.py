@@ -38,6 +38,50 @@ def category(dtype: torch.dtype) -> int:
     return _CATEGORY_INT
 
 
+_SIGNED_INTS = (torch.int8, torch.int16, torch.int32, torch.int64)
+_FLOAT_RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3}
+_COMPLEX_OF_RANK = {1: torch.complex32, 2: torch.complex64, 3: torch.complex128}
+_COMPLEX_RANK = {torch.complex32: 1, torch.complex64: 2, torch.complex128: 3}
+
+
+def promote_types(a: torch.dtype, b: torch.dtype) -> torch.dtype:
+    """The smallest dtype both a and b convert to without losing their category (torch's
+    lattice: bool < uint8/int8 < ... < int64 < float16/bfloat16 < float32 < float64, complex
+    above; uint8 with a signed int needs the next signed width; float16 with bfloat16 is
+    float32). Pure Python: it never dispatches, so tracing records nothing for it."""
+    if a == b:
+        return a
+    if a == torch.bool:
+        return b
+    if b == torch.bool:
+        return a
+    ca, cb = category(a), category(b)
+    if ca != cb:
+        hi, lo = (a, b) if ca > cb else (b, a)
+        if category(hi) == _CATEGORY_COMPLEX and category(lo) == _CATEGORY_FLOAT:
+            rank = max(_COMPLEX_RANK[hi], _FLOAT_RANK.get(lo, 0))
+            return _COMPLEX_OF_RANK[rank]
+        if hi in _FLOAT_RANK or hi in _COMPLEX_RANK:
+            return hi
+        raise TypeError(f"no promotion rule for {a} and {b}")
+    if ca == _CATEGORY_INT:
+        if a == torch.uint8 or b == torch.uint8:
+            other = b if a == torch.uint8 else a
+            if other not in _SIGNED_INTS:
+                raise TypeError(f"no promotion rule for {a} and {b}")
+            return torch.int16 if other == torch.int8 else other
+        if a in _SIGNED_INTS and b in _SIGNED_INTS:
+            return max(a, b, key=_SIGNED_INTS.index)
+        raise TypeError(f"no promotion rule for {a} and {b}")
+    if ca == _CATEGORY_FLOAT:
+        if a not in _FLOAT_RANK or b not in _FLOAT_RANK:
+            raise TypeError(f"no promotion rule for {a} and {b}")
+        if {a, b} == {torch.float16, torch.bfloat16}:
+            return torch.float32
+        return max(a, b, key=_FLOAT_RANK.__getitem__)
+    return _COMPLEX_OF_RANK[max(_COMPLEX_RANK[a], _COMPLEX_RANK[b])]
+
+
 def is_number(x: object) -> bool:
     return isinstance(x, (bool, int, float, complex, torch.SymInt, torch.SymFloat, torch.SymBool))
 
@@ -88,18 +132,14 @@ def result_type(*operands: object) -> torch.dtype:
             continue
         if isinstance(x, torch.Tensor):
             if x.dim() > 0:
-                dim_result = (
-                    x.dtype if dim_result is None else torch.promote_types(dim_result, x.dtype)
-                )
+                dim_result = x.dtype if dim_result is None else promote_types(dim_result, x.dtype)
             else:
                 zero_dim_result = (
-                    x.dtype
-                    if zero_dim_result is None
-                    else torch.promote_types(zero_dim_result, x.dtype)
+                    x.dtype if zero_dim_result is None else promote_types(zero_dim_result, x.dtype)
                 )
         elif is_number(x):
             d = number_dtype(x)
-            number_result = d if number_result is None else torch.promote_types(number_result, d)
+            number_result = d if number_result is None else promote_types(number_result, d)
         else:
             raise TypeError(f"result_type: unexpected operand {x!r}")
     if dim_result is None and zero_dim_result is None and number_result is None:
