@@ -12,6 +12,7 @@ import copy
 import fractions
 import sys
 import textwrap
+import types
 
 import pytest
 from test_bytecode_behaviour import (
@@ -180,3 +181,47 @@ def test_live_locals_exclude_dead_values():
     assert "a" not in live[store_a] and {"b", "c"} <= live[store_a]
     first_load = next(i for i, x in enumerate(ins) if x.opname.startswith("LOAD_FAST"))
     assert {"a", "b"} <= live[first_load] and "c" not in live[first_load]
+
+
+def _three_steps(a, *rest, scale=2, **extra):
+    b = a * scale
+    c = b + len(rest) + len(extra)
+
+    def show():
+        return (a, b, c)
+
+    return show(), sorted(extra)
+
+
+def test_continuation_code_keeps_the_signature_and_skips_ahead():
+    """Transformed code with the original signature: the prefix computes `b` itself (as a
+    compiled graph would) and execution continues at `c = ...` in the original code."""
+    from danlu_dynamo.bytecode import builders as b
+    from danlu_dynamo.bytecode import create_instruction, make_continuation_code
+
+    code = _three_steps.__code__
+    ins = disassemble(code)
+    line_c = code.co_firstlineno + 2
+    start_c = next(i for i in ins if i.positions.lineno == line_c)
+    # b = a * scale * 10 (deliberately different, to see that the prefix ran)
+    prefix = b.load_deref("a") + b.load_local("scale") + [create_instruction("BINARY_OP", arg=5)]
+    prefix += b.load_const(10) + [create_instruction("BINARY_OP", arg=5)]
+    prefix += [create_instruction("STORE_DEREF", argval="b")]
+    new = make_continuation_code(code, start_c.offset, prefix=prefix)
+    assert new.co_varnames[: code.co_argcount] == code.co_varnames[: code.co_argcount]
+    assert (new.co_cellvars, new.co_freevars) == (code.co_cellvars, code.co_freevars)
+    assert new.co_flags == code.co_flags
+    from danlu_dynamo.eval_frame import check_transformed_code
+
+    check_transformed_code(_three_steps.__code__, new)  # the frame hook accepts it
+    fn = types.FunctionType(new, _three_steps.__globals__, "t", None, None)
+    fn.__kwdefaults__ = _three_steps.__kwdefaults__
+    assert fn(3, 1, 2, z=0) == ((3, 60, 63), ["z"])
+    assert fn(1) == ((1, 20, 20), [])
+    # Continuing at the very first statement with an empty prefix is the original function.
+    first = next(i for i in ins if i.positions.lineno == code.co_firstlineno + 1)
+    same = types.FunctionType(
+        make_continuation_code(code, first.offset), _three_steps.__globals__, "t", None, None
+    )
+    same.__kwdefaults__ = _three_steps.__kwdefaults__
+    assert same(3, 1, 2, z=0) == _three_steps(3, 1, 2, z=0)

@@ -14,7 +14,7 @@ from .instruction import NO_POSITIONS, ExceptionTableEntry, Instruction, Positio
 from .liveness import live_locals, live_locals_at
 from .opcodes import PY_VERSION
 from .printing import format_instructions
-from .resume import make_resume_code, resume_closure_names
+from .resume import make_continuation_code, make_resume_code, resume_closure_names
 from .stack_depth import StackDepthError, max_stack_depth, stack_depths
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "live_locals_at",
     "function_prologue",
     "make_code",
+    "make_continuation_code",
     "make_function",
     "make_resume_code",
     "max_stack_depth",

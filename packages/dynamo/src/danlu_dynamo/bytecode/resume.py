@@ -68,32 +68,12 @@ def make_resume_code(
         if n not in original.co_varnames:
             raise ValueError(f"{n!r} is not a local of {original.co_name}")
 
-    body = disassemble(original)
-    target = next((ins for ins in body if ins.offset == offset), None)
-    if target is None:
-        raise ValueError(f"no instruction at offset {offset} in {original.co_name}")
-    position = next(i for i, ins in enumerate(body) if ins is target)
-    if position > 0 and body[position - 1].opname in opcodes.FUSED_WITH_NEXT:
-        raise ValueError(
-            f"cannot resume at offset {offset}: it is fused with the {body[position - 1].opname} "
-            "before it"
-        )
-    body = _drop_prologue(body)
-    if not any(ins is target for ins in body):
-        raise ValueError(f"offset {offset} is inside the prologue of {original.co_name}")
+    _, body, target = _split_at(original, offset)
     _check_unbound_loads(body, set(argnames))
 
     freevars = resume_closure_names(original)
     entry: list[Instruction] = function_prologue((), freevars)
-    entry += list(prefix)
-    for item in stack:
-        if item is None:
-            entry += push_null()
-        elif isinstance(item, str):
-            entry += load_local(item)
-        else:
-            entry += list(item)
-    entry += jump_to(target)
+    entry += list(prefix) + _rebuild_stack(stack) + jump_to(target)
 
     varnames = argnames + [v for v in original.co_varnames if v not in argnames and v not in cells]
     tables = CodeTables(
@@ -120,15 +100,74 @@ def make_resume_code(
     )
 
 
-def _drop_prologue(body: list[Instruction]) -> list[Instruction]:
-    """Remove what precedes the first RESUME (cell creation, closure copy) and that RESUME."""
+def make_continuation_code(
+    original: CodeType,
+    offset: int,
+    *,
+    prefix: Sequence[Instruction] = (),
+    stack: Sequence[StackItem] = (),
+) -> CodeType:
+    """Code with the same signature, cells and free variables as `original` that runs
+    `prefix`, rebuilds `stack` (as in `make_resume_code`; strings name locals here), then
+    continues in the original instructions at byte `offset`.
+
+    This is the shape of transformed code the frame hook can run in place of the original:
+    e.g. `prefix` calls a compiled graph and stores its outputs into the locals the original
+    code reads from `offset` on. Loads of locals other than the arguments are checked.
+    """
+    if original.co_flags & _UNSUPPORTED_FLAGS:
+        raise ValueError(f"generators/coroutines are not supported: {original}")
+    prologue, body, target = _split_at(original, offset)
+    nargs = original.co_argcount + original.co_kwonlyargcount
+    nargs += bool(original.co_flags & inspect.CO_VARARGS)
+    nargs += bool(original.co_flags & inspect.CO_VARKEYWORDS)
+    _check_unbound_loads(body, set(original.co_varnames[:nargs]))
+    entry = prologue + list(prefix) + _rebuild_stack(stack) + jump_to(target)
+    return assemble(entry + body, template=original)
+
+
+def _split_at(
+    original: CodeType, offset: int
+) -> tuple[list[Instruction], list[Instruction], Instruction]:
+    """(prologue, rest, the instruction at `offset`), refusing offsets we cannot jump to."""
+    instructions = disassemble(original)
+    target = next((ins for ins in instructions if ins.offset == offset), None)
+    if target is None:
+        raise ValueError(f"no instruction at offset {offset} in {original.co_name}")
+    position = next(i for i, ins in enumerate(instructions) if ins is target)
+    if position > 0 and instructions[position - 1].opname in opcodes.FUSED_WITH_NEXT:
+        raise ValueError(
+            f"cannot resume at offset {offset}: it is fused with the "
+            f"{instructions[position - 1].opname} before it"
+        )
+    prologue, body = _split_prologue(instructions)
+    if not any(ins is target for ins in body):
+        raise ValueError(f"offset {offset} is inside the prologue of {original.co_name}")
+    return prologue, body, target
+
+
+def _rebuild_stack(stack: Sequence[StackItem]) -> list[Instruction]:
+    out: list[Instruction] = []
+    for item in stack:
+        if item is None:
+            out += push_null()
+        elif isinstance(item, str):
+            out += load_local(item)
+        else:
+            out += list(item)
+    return out
+
+
+def _split_prologue(body: list[Instruction]) -> tuple[list[Instruction], list[Instruction]]:
+    """What precedes the first RESUME (cell creation, closure copy) plus that RESUME, and
+    the rest."""
     for i, ins in enumerate(body):
         if ins.opname == "RESUME":
             head = body[: i + 1]
             if any(h.opname not in _PROLOGUE_OPS | {"RESUME"} for h in head):
-                return body
-            return body[i + 1 :]
-    return body
+                return [], body
+            return head, body[i + 1 :]
+    return [], body
 
 
 def _check_unbound_loads(body: list[Instruction], bound: set[str]) -> None:
