@@ -417,3 +417,25 @@ def test_make_code_with_cells_for_an_argument_and_a_local():
     answer = make_code(b.return_const(42), name="answer")
     g = make_function(make_code(b.new_function(answer) + b.return_value(), name="g"), GLOBALS)
     assert g()() == 42
+
+
+def test_readme_example(capsys):
+    """The example in README.md ("Bytecode layer") works as written."""
+
+    def fn(x):
+        try:
+            return 10 // x
+        except ZeroDivisionError:
+            return None
+
+    ins = disassemble(fn.__code__)
+    assert "RESUME" in format_instructions(ins)
+    new = assemble(ins, template=fn.__code__)
+    assert new.co_code == fn.__code__.co_code
+    resume_idx = next(i for i, x in enumerate(ins) if x.opname == "RESUME")
+    ins[resume_idx + 1 : resume_idx + 1] = (
+        b.call(b.load_global("print"), [b.load_const("hi")]) + b.pop_top()
+    )
+    fn.__code__ = assemble(ins, template=fn.__code__)
+    assert (fn(2), fn(0)) == (5, None)
+    assert capsys.readouterr().out == "hi\nhi\n"
