@@ -243,3 +243,33 @@ def test_printing_shows_all_graphs():
     for title in ("joint graph:", "forward graph:", "backward graph:", "saved for backward"):
         assert title in text
     assert "aten.mm.default" in text and "tangents_0" in text
+
+
+def test_decomposition_that_returns_a_view_keeps_gradients():
+    aten = torch.ops.aten
+
+    def embedding(weight, ids, *args):
+        return weight.index_select(0, ids.reshape(-1)).view(*ids.shape, weight.shape[1])
+
+    def f(ids, weight):
+        return F.embedding(ids, weight) * 2
+
+    args = [torch.randint(0, 10, (3, 4)), torch.randn(10, 5, requires_grad=True)]
+    check(f, args, decompositions={aten.embedding.default: embedding})
+
+
+def test_decomposition_that_returns_its_input_gives_a_fresh_tensor():
+    aten = torch.ops.aten
+
+    def f(x):
+        y = x.clone()
+        y.add_(1)
+        return y
+
+    x = torch.randn(4)
+    compiled = da.aot_function(
+        f, da.run_graph, decompositions={aten.clone.default: lambda t, **kw: t}
+    )
+    out = compiled(x)
+    torch.testing.assert_close(out, x + 1)
+    assert out.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()

@@ -92,24 +92,39 @@ def trace_program(fn, flat_args: list, in_spec, *, joint: bool, decompositions=N
 
         roots: list[ShadowTensor] = []
         root_pos: dict[int, int] = {}
-        slots = []
-        for o in flat_out:
+        slots: list[OutputSlot | None] = []
+        groups: dict[int, list[tuple[int, ShadowTensor]]] = {}
+        for k, o in enumerate(flat_out):
+            slots.append(None)
             if not isinstance(o, ShadowTensor) or o.tracer is not tracer:
                 if isinstance(o, ShadowTensor):
                     raise AotNotSupported("the program returned a fake tensor from another trace")
-                slots.append(OutputSlot("const", value=o))
-                continue
-            root = o.root
-            if root.is_constant:
-                slots.append(OutputSlot("const", chain=o.chain, value=root.constant_value))
-                continue
-            if root.input_index is not None:
-                slots.append(OutputSlot("input", root.input_index, o.chain))
-                continue
-            if id(root) not in root_pos:
-                root_pos[id(root)] = len(roots)
-                roots.append(root)
-            slots.append(OutputSlot("root", root_pos[id(root)], o.chain))
+                slots[k] = OutputSlot("const", value=o)
+            elif o.root.is_constant:
+                slots[k] = OutputSlot("const", chain=o.chain, value=o.root.constant_value)
+            elif o.root.input_index is not None:
+                slots[k] = OutputSlot("input", o.root.input_index, o.chain)
+            else:
+                groups.setdefault(id(o.root), []).append((k, o))
+
+        def add_root(t: ShadowTensor) -> int:
+            if id(t) not in root_pos:
+                root_pos[id(t)] = len(roots)
+                roots.append(t)
+            return root_pos[id(t)]
+
+        for members in groups.values():
+            root = members[0][1].root
+            # Outputs sharing memory with each other (or with their returned base) are rebuilt
+            # as views of one graph output. A lone view of an internal tensor needs no aliasing,
+            # nor can we use it when autograd's history sits on the view but not on the base.
+            shared = len({id(o) for _, o in members}) > 1 or any(o is root for _, o in members)
+            consistent = all(root.requires_grad or not o.requires_grad for _, o in members)
+            for k, o in members:
+                if shared and consistent:
+                    slots[k] = OutputSlot("root", add_root(root), o.chain)
+                else:
+                    slots[k] = OutputSlot("root", add_root(o), ())
 
         written = [s.input_index for s in shadows if s.stamp != 0]
         for i in written:

@@ -208,6 +208,19 @@ class Tracer:
         out = self.emit(step.func, (node, *step.args), step.kwargs)
         return out if step.index is None else self._items(out)[step.index]
 
+    def _fresh(self, t, arg_ids: set[int]):
+        if not isinstance(t, ShadowTensor) or t.tracer is not self:
+            return t
+        if t.root is t and id(t) not in arg_ids:
+            return t
+        node = self.node_of(t)
+        if t.root.input_index is not None or t.root.is_constant:
+            node = self.emit(aten.clone.default, (node,))
+        fresh = self._wrap(node)
+        if t.requires_grad:
+            raise AotNotSupported("a decomposition returned a tensor with autograd history")
+        return fresh
+
     def _wrap(self, node: fx.Node) -> ShadowTensor:
         val = node.meta["val"]
         t = ShadowTensor(val.elem, val.fake_device, tracer=self)
@@ -227,7 +240,12 @@ class Tracer:
             with self.mode:
                 out = decomp(*args, **kwargs)
             if out is not NotImplemented:
-                return out
+                if func.is_view or mutated_args(func):
+                    return out
+                # The op's results are new tensors in eager, even if the decomposition built
+                # them as views: cut the alias so writes and outputs treat them as fresh.
+                arg_ids = {id(a) for a in tree_leaves((args, kwargs))}
+                return tree_map(lambda t: self._fresh(t, arg_ids), out)
         if func is aten.lift_fresh.default:
             fresh = self._wrap(self.node_of(args[0]))  # a new tensor the program owns
             return fresh
