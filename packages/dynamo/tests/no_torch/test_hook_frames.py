@@ -135,6 +135,26 @@ def test_module_and_class_bodies_are_not_shown():
     assert "<module>" not in seen and "K" not in seen
 
 
+def zero_args():
+    return "ran"
+
+
+def test_a_function_code_object_run_by_exec_is_not_shown():
+    seen = []
+
+    def cb(frame, n):
+        seen.append(frame.f_code.co_name)
+        return None
+
+    def body():
+        ns = {}
+        exec(zero_args.__code__, ns, ns)
+        return zero_args()
+
+    assert run_in_region(cb, body) == "ran"
+    assert seen == ["body", "zero_args"]  # the exec'd run of zero_args' code was not shown
+
+
 def test_exception_in_transformed_code_propagates():
     def boom(a, b):
         raise ValueError("boom from transformed code")

@@ -490,8 +490,9 @@ danlu_eval_frame(PyThreadState *ts, _PyInterpreterFrame *f, int throwflag)
     if (!PyCode_Check(code) || func == NULL || !PyFunction_Check(func))
         return eval_previous(ts, f, throwflag);
     PyCodeObject *co = (PyCodeObject *)code;
+    /* f_locals is set only for exec'd code, even when it is a function's code object */
     if ((co->co_flags & NOT_A_PLAIN_FUNCTION) || !(co->co_flags & CO_OPTIMIZED) ||
-        !FRAME_AT_ENTRY(f, co))
+        f->f_locals != NULL || !FRAME_AT_ENTRY(f, co))
         return eval_previous(ts, f, throwflag);
 #if PY312_PLUS && !PY313_PLUS
     if (f->frame_obj != NULL) /* never seen at entry; our 3.12 clear does not handle it */
