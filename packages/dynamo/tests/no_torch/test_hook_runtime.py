@@ -193,8 +193,13 @@ def test_runaway_recursion_in_a_region_raises_recursion_error():
     def forever(n):
         return forever(n + 1)
 
+    def forever_alt(n):
+        return forever(n + 1)
+
     with pytest.raises(RecursionError):
         run_in_region(lambda f, n: None, forever, 0)
+    with pytest.raises(RecursionError):  # every level answered by the cache
+        run_in_region(substitute(forever, forever_alt), forever, 0)
     assert run_in_region(substitute(fact, fact_alt), fact, 10) == fact(10)
 
 
@@ -245,3 +250,48 @@ def test_threads_have_their_own_callbacks():
     # a thread outside any region never sees another thread's callback or cache
     assert results["plain"] == list(range(n_calls))
     assert ef.stats()["active_threads"] == 0
+
+
+def test_threads_compiling_the_same_code_concurrently():
+    n_threads, n_calls = 4, 300
+    ef.set_cache_limit(6)
+    errors, results = [], {}
+    start = threading.Barrier(n_threads)
+
+    def scale(x):
+        return x * 2
+
+    def scale_alt(x):
+        return ("cached", x)
+
+    def callback(frame, cache_size):
+        if frame.f_code is not scale.__code__:
+            return None
+        x = frame.f_locals["x"]
+        return ef.GuardedCode(scale_alt.__code__, lambda L: L["x"] == x)
+
+    def worker(i):
+        def body():
+            start.wait()
+            return [scale(j % 10) for j in range(n_calls)]
+
+        try:
+            results[i] = run_in_region(callback, body)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_threads)]
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible, also inside callbacks
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old_interval)
+    assert errors == []
+    for i in range(n_threads):
+        # a value is either served by an entry or (past the limit) run eagerly: never wrong
+        assert all(r in (("cached", j % 10), (j % 10) * 2) for j, r in enumerate(results[i]))
+    assert len(ef.cache_entries(scale.__code__)) == 6

@@ -469,7 +469,9 @@ compile_frame(PyObject *cb, _PyInterpreterFrame *f, PyObject *code, PyFunctionOb
     }
     if (st->entries == NULL && (st->entries = PyList_New(0)) == NULL)
         goto fail;
-    if (PyList_Insert(st->entries, 0, entry) < 0)
+    /* another thread may have filled the cache while the callback ran: then this entry
+     * serves this call only, so the limit holds exactly */
+    if (PyList_GET_SIZE(st->entries) < g_cache_limit && PyList_Insert(st->entries, 0, entry) < 0)
         goto fail;
     *pst = st;
     return entry;
