@@ -139,12 +139,16 @@ def run_function(ctx: CaptureContext, fn, args, kwargs):
     code = fn.__code__
     if code.co_flags & _SKIP_CO_FLAGS or not _is_user_code(code):
         return fn(*args, **kwargs)
-    try:
-        bound = _signature(fn).bind(*args, **kwargs)
-    except TypeError:
-        return fn(*args, **kwargs)  # let Python raise its own argument error
-    bound.apply_defaults()
-    L = dict(bound.arguments)
+    simple = _simple_positional(code)
+    if simple is not None and not kwargs and len(args) == len(simple):
+        L = dict(zip(simple, args))
+    else:
+        try:
+            bound = _signature(fn).bind(*args, **kwargs)
+        except TypeError:
+            return fn(*args, **kwargs)  # let Python raise its own argument error
+        bound.apply_defaults()
+        L = dict(bound.arguments)
     fs = FrameState(code, fn, L, fn.__globals__, fn.__closure__ or (), {}, [], None, 0)
     fs.entry = (args, kwargs)
     prev = getattr(_tls, "ctx", None)
@@ -156,6 +160,20 @@ def run_function(ctx: CaptureContext, fn, args, kwargs):
 
 
 _sig_cache: dict = {}
+_simple_cache: dict = {}
+
+
+def _simple_positional(code):
+    """Argument names when the code takes only plain positional parameters, else None."""
+    hit = _simple_cache.get(code, False)
+    if hit is False:
+        plain = (
+            not (code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS))
+            and not code.co_kwonlyargcount
+        )
+        hit = code.co_varnames[: code.co_argcount] if plain else None
+        _simple_cache[code] = hit
+    return hit
 
 
 def _signature(fn):

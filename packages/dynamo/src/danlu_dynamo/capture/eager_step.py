@@ -30,8 +30,19 @@ def exception_table(code):
     return t
 
 
+_try_offsets: dict = {}
+
+
 def in_try_region(code, offset) -> bool:
-    return any(e.start <= offset < e.end for e in exception_table(code))
+    covered = _try_offsets.get(code)
+    if covered is None:
+        covered = frozenset(
+            i.offset
+            for i in dis.get_instructions(code)
+            if any(e.start <= i.offset < e.end for e in exception_table(code))
+        )
+        _try_offsets[code] = covered
+    return offset in covered
 
 
 class FrameState:
@@ -59,6 +70,8 @@ class FrameState:
 
     def snapshot(self):
         """Locals plus stack slots (``___stack{i}``): what a resumed trace reads."""
+        if not self.stack:
+            return self.L
         d = dict(self.L)
         for i, v in enumerate(self.stack):
             d[f"___stack{i}"] = v
