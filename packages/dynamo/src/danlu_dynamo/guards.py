@@ -115,6 +115,9 @@ class GuardSet:
     def __len__(self) -> int:
         return len(self.guards)
 
+    def __getitem__(self, i: int) -> Guard:
+        return self.guards[i]
+
     def __str__(self) -> str:
         return "\n".join(str(g) for g in self.guards)
 
@@ -140,6 +143,12 @@ class GuardBuilder:
         self.guards: list[Guard] = []
         self._keys: set = set()
         self._names = itertools.count()
+
+    def __str__(self) -> str:
+        return str(GuardSet(self.guards))
+
+    def __len__(self) -> int:
+        return len(self.guards)
 
     # ---- helpers
     def value(self, source: str):

@@ -70,3 +70,11 @@ def test_hasattr_guard_and_globals_captured_only_when_read():
     assert with_global({}) and not with_global.failure_reason({})
     G["g"] = 2
     assert not with_global({})
+
+
+def test_builder_and_guard_set_print_the_same_lines():
+    b = GuardBuilder({"n": 3, "s": "a"}).constant_match("L['n']", location="f.py:3")
+    b.type_match("L['s']")
+    check = b.build()
+    assert str(b) == str(check.guards) == "L['n'] == 3  # f.py:3\nL['s']: type is str"
+    assert len(b) == 2 and check.guards[1].kind == "type"
