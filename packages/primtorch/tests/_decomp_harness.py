@@ -204,11 +204,11 @@ def select_opinfos(table, everything=False):
     return chosen
 
 
-def sweep(table, opinfos, samples_per_dtype=3):
+def sweep(table, opinfos, samples_per_dtype=3, dtypes=DTYPES):
     """Outcomes for every (opinfo, dtype, sample, contiguous/non-contiguous) that decomposes."""
     outcomes = []
     for op in opinfos:
-        for dtype in DTYPES:
+        for dtype in dtypes:
             if not op.supports_dtype(dtype, "cpu"):
                 continue
             try:

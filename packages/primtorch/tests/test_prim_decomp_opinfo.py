@@ -56,3 +56,14 @@ def test_harness_detects_a_wrong_decomposition():
     add_opinfo = [op for op in op_db if op.name == "add"]
     results = sweep(wrong, add_opinfo, samples_per_dtype=2)
     assert results and not all(o.ok for o in results)
+
+
+def test_low_precision_small_ints_and_complex():
+    # bfloat16 computed in float32 and rounded once; int8 promotion; complex operands keep
+    # the ATen op (only the real parts of such programs decompose)
+    dtypes = (torch.bfloat16, torch.int8, torch.complex64)
+    results = sweep(TABLE, select_opinfos(TABLE), samples_per_dtype=1, dtypes=dtypes)
+    report = summary(results)
+    print(report)
+    assert len(results) > 200
+    assert sum(o.ok for o in results) / len(results) >= 0.98, report

@@ -9,7 +9,8 @@ For the ``decomposition_table(level="prims")`` merge (read this first):
 * Broadcasting, type promotion, Python scalars, ATen's defaults (``dim=None``, negative dims,
   ``-1`` sizes, ``keepdim``) are all explicit in the prims they emit.
 * For arguments a decomposition does not cover (bool-mask indexing, attention dropout,
-  non-strided layouts) the table's callable returns ``NotImplemented``: keep the ATen op (the
+  non-strided layouts, dtypes outside :data:`SUPPORTED_DTYPES` such as complex) the table's
+  callable returns ``NotImplemented``: keep the ATen op (the
   tracer's convention). The raw functions in :data:`PRIM_DECOMPOSITIONS` raise
   :class:`PrimDecompositionUnsupported` instead, with the reason. Any other exception is the
   error eager would raise for the same bad input.
@@ -23,6 +24,7 @@ import functools
 from collections.abc import Callable
 
 import torch
+from torch.utils._pytree import tree_leaves
 
 from danlu_primtorch.prim_decompositions import (  # noqa: F401  (imported for registrations)
     backward_kernels,
@@ -51,9 +53,40 @@ NOT_DECOMPOSED: dict[torch._ops.OpOverload, str] = {
 }
 
 
+#: Tensor dtypes the prim set covers; any other operand (complex, float8, uint16..64) keeps
+#: the ATen op.
+SUPPORTED_DTYPES = frozenset(
+    {
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+    }
+)
+
+
+def _unsupported_dtype(args, kwargs) -> bool:
+    for x in tree_leaves((args, kwargs)):
+        if isinstance(x, torch.Tensor) and x.dtype not in SUPPORTED_DTYPES:
+            return True
+        if isinstance(x, torch.dtype) and x not in SUPPORTED_DTYPES:
+            return True
+        if isinstance(x, complex):
+            return True
+    return False
+
+
 def _keep_op_when_unsupported(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def decomposition(*args, **kwargs):
+        if _unsupported_dtype(args, kwargs):
+            return NotImplemented
         try:
             return fn(*args, **kwargs)
         except PrimDecompositionUnsupported:
@@ -74,5 +107,6 @@ __all__ = [
     "NOT_DECOMPOSED",
     "PRIM_DECOMPOSITIONS",
     "PrimDecompositionUnsupported",
+    "SUPPORTED_DTYPES",
     "prim_decomposition_table",
 ]

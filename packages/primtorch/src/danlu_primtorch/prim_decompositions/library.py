@@ -38,10 +38,11 @@ def bmm(a, b):
 def addmm(bias, a, b, *, beta=1, alpha=1):
     """beta * bias + alpha * (a @ b); beta == 0 ignores bias entirely (NaNs too), as eager."""
     _same_dtype("addmm", bias, a, b)
-    prod = P.mm(a, b)
+    # float16/bfloat16: product, scaling and bias all in float32, rounded once (as eager)
+    compute = computation_dtype(a.dtype)
+    prod = P.mm(convert(a, compute), convert(b, compute))
     shape = list(prod.shape)
-    compute = computation_dtype(prod.dtype)
-    out = convert(prod, compute)
+    out = prod
     if alpha != 1:
         out = P.mul(out, operand(alpha, compute, shape, prod.device))
     if beta != 0:
@@ -49,7 +50,7 @@ def addmm(bias, a, b, *, beta=1, alpha=1):
         if beta != 1:
             c = P.mul(c, operand(beta, compute, shape, prod.device))
         out = P.add(out, c)
-    return convert(out, prod.dtype)
+    return convert(out, a.dtype)
 
 
 @register(aten.convolution.default)
