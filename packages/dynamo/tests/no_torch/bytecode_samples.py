@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import types
 
@@ -87,12 +88,18 @@ def walk_code(code: types.CodeType):
             yield from walk_code(const)
 
 
-def module_code_objects(name: str) -> list[types.CodeType]:
-    """All code objects of a stdlib module, compiled from its source by this interpreter."""
+@functools.cache
+def _compiled(name: str) -> tuple[types.CodeType, ...]:
     module = importlib.import_module(name)
     path = module.__file__
     if path is None or not path.endswith(".py"):
-        return []
+        return ()
     with open(path, encoding="utf-8") as f:
         source = f.read()
-    return list(walk_code(compile(source, path, "exec")))
+    return tuple(walk_code(compile(source, path, "exec")))
+
+
+def module_code_objects(name: str) -> list[types.CodeType]:
+    """All code objects of a stdlib module, compiled from its source by this interpreter
+    (compiled once per test session)."""
+    return list(_compiled(name))
