@@ -439,3 +439,12 @@ def test_readme_example(capsys):
     fn.__code__ = assemble(ins, template=fn.__code__)
     assert (fn(2), fn(0)) == (5, None)
     assert capsys.readouterr().out == "hi\nhi\n"
+
+
+def test_bad_positions_are_a_clear_error():
+    from danlu_dynamo.bytecode import Positions
+
+    body = b.return_const(None)
+    b.set_positions(body, Positions(10, 9, 0, 1))
+    with pytest.raises(ValueError, match="before it starts"):
+        make_code(body, name="f")

@@ -38,6 +38,8 @@ def _entry(out: bytearray, pos: Positions, units: int, prev_line: int) -> int:
     if line is None:
         out.append(0x80 | (_NONE << 3) | (units - 1))
         return prev_line
+    if end_line is not None and end_line < line:
+        raise ValueError(f"source span ends (line {end_line}) before it starts (line {line})")
     delta = line - prev_line
     col = -1 if col is None else col
     end_col = -1 if end_col is None else end_col
