@@ -448,3 +448,24 @@ def test_bad_positions_are_a_clear_error():
     b.set_positions(body, Positions(10, 9, 0, 1))
     with pytest.raises(ValueError, match="before it starts"):
         make_code(body, name="f")
+
+
+def test_resume_prefix_errors_point_at_the_resumed_line():
+    import traceback
+
+    code = _with_body.__code__
+    ins = disassemble(code)
+    body_line = code.co_firstlineno + 4
+    k = next(
+        i for i, x in enumerate(ins) if x.positions.lineno == body_line and x.exn_entry is not None
+    )
+    rc = make_resume_code(
+        code,
+        ins[k].offset,
+        stack=[b.enter_with(b.load_local("ctx"))],
+        live_locals=["ctx", "xs", "out"],
+    )
+    f = make_function(rc, GLOBALS)
+    with pytest.raises((AttributeError, TypeError)) as info:
+        f(object(), [1], [])  # not a context manager: BEFORE_WITH fails in the prefix
+    assert traceback.extract_tb(info.tb)[-1].lineno == body_line

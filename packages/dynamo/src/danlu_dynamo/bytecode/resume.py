@@ -23,7 +23,7 @@ from .code_builder import function_prologue
 from .code_tables import CodeTables
 from .disassembler import disassemble
 from .editing import replace_instructions
-from .instruction import Instruction
+from .instruction import NO_POSITIONS, Instruction
 
 _UNSUPPORTED_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _PROLOGUE_OPS = {"MAKE_CELL", "COPY_FREE_VARS", "RETURN_GENERATOR", "POP_TOP"}
@@ -73,7 +73,7 @@ def make_resume_code(
 
     freevars = resume_closure_names(original)
     entry: list[Instruction] = function_prologue((), freevars)
-    entry += list(prefix) + _rebuild_stack(stack) + jump_to(target)
+    entry += _located(list(prefix) + _rebuild_stack(stack) + jump_to(target), target)
 
     varnames = argnames + [v for v in original.co_varnames if v not in argnames and v not in cells]
     tables = CodeTables(
@@ -122,7 +122,7 @@ def make_continuation_code(
     nargs += bool(original.co_flags & inspect.CO_VARARGS)
     nargs += bool(original.co_flags & inspect.CO_VARKEYWORDS)
     _check_unbound_loads(body, set(original.co_varnames[:nargs]))
-    entry = prologue + list(prefix) + _rebuild_stack(stack) + jump_to(target)
+    entry = prologue + _located(list(prefix) + _rebuild_stack(stack) + jump_to(target), target)
     return assemble(entry + body, template=original)
 
 
@@ -144,6 +144,14 @@ def _split_at(
     if not any(ins is target for ins in body):
         raise ValueError(f"offset {offset} is inside the prologue of {original.co_name}")
     return prologue, body, target
+
+
+def _located(instructions: list[Instruction], target: Instruction) -> list[Instruction]:
+    """Entry code without a source location reports the line it resumes at (tracebacks)."""
+    for ins in instructions:
+        if ins.positions == NO_POSITIONS:
+            ins.positions = target.positions
+    return instructions
 
 
 def _rebuild_stack(stack: Sequence[StackItem]) -> list[Instruction]:
