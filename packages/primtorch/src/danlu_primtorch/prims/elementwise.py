@@ -86,7 +86,12 @@ UNARY = {
     "erfc": (torch.erfc, FLOAT, None, "1 - erf(a), accurate for large a."),
     "erfinv": (torch.erfinv, FLOAT, None, "Inverse of erf on (-1, 1); +-inf at +-1, NaN outside."),
     "lgamma": (torch.lgamma, FLOAT, None, "log(|Gamma(a)|)."),
-    "digamma": (torch.digamma, FLOAT, None, "d/da log(Gamma(a)); -inf at 0 (as eager)."),
+    "digamma": (
+        torch.digamma,
+        FLOAT,
+        None,
+        "d/da log(Gamma(a)); -inf at +0, +inf at -0, NaN at negative integers.",
+    ),
     "floor": (torch.floor, FLOAT, None, "Largest integral value <= a."),
     "ceil": (torch.ceil, FLOAT, None, "Smallest integral value >= a."),
     "round": (torch.round, FLOAT, None, "Nearest integral value, ties to even."),
