@@ -101,7 +101,8 @@ register(aten.argmin.default)(_arg(P.argmin))
 
 def _any_all(prim):
     def decomp(a, dim=None, keepdim=False):
-        dims = reduction_dims(dim, a.dim())
+        # unlike sum/amax, any.dims/all.dims read an empty list as "no dims": elementwise truth
+        dims = [] if dim is not None and len(dim) == 0 else reduction_dims(dim, a.dim())
         truth = a if a.dtype == torch.bool else P.ne(a, full_like_shape(a, 0))
         out = prim(truth, dims)
         if a.dtype == torch.uint8:  # eager keeps uint8 for uint8 inputs
