@@ -76,9 +76,9 @@ def var(a, dim=None, *, correction=None, keepdim=False):
 
 def _arg(prim):
     def decomp(a, dim=None, keepdim=False):
-        if a.numel() == 0:
-            raise IndexError("argmax/argmin of an empty tensor")
         if dim is None:
+            if a.numel() == 0:
+                raise IndexError("argmax/argmin of an empty tensor")
             flat = P.reshape(a, [a.numel()])
             out = prim(flat, 0)
             if keepdim:

@@ -142,15 +142,16 @@ def _arg_meta(name):
     def meta(a, dim):
         dtype_in(name, a, "int|float")
         shape = _reduced_shape(name, a, [dim], allow_empty=False) if a.dim() else []
-        if a.numel() == 0:
-            fail(name, "cannot reduce an empty tensor")
         return _empty(shape, torch.int64, a.device)
 
     return meta
 
 
-def _arg_impl(fn):
+def _arg_impl(name, fn):
     def impl(a, dim):
+        dtype_in(name, a, "int|float")
+        if a.dim():
+            _reduced_shape(name, a, [dim], allow_empty=False)
         if a.dim() == 0:
             return torch.zeros((), dtype=torch.int64, device=a.device)
         return fn(a, dim).contiguous()
@@ -166,7 +167,7 @@ for _name, _fn, _word in (
         f"{_name}(Tensor a, int dim) -> Tensor",
         PrimKind.REDUCTION,
         meta=_arg_meta(_name),
-        impl=_arg_impl(_fn),
+        impl=_arg_impl(_name, _fn),
         doc=f"int64 index along dim of the {_word} element; first occurrence on ties; a NaN "
         "counts as the extreme value (first NaN wins).\n\nThe dim is removed; contiguous output.",
     )

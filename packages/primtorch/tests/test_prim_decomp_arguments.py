@@ -1,0 +1,126 @@
+"""ATen's argument conventions (None vs [] dims, negative dims, keepdim, 0-d and empty
+inputs, out-of-range slices, -1 sizes) through the prim decompositions, against eager."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from danlu_primtorch.prim_decompositions import prim_decomposition_table
+
+aten = torch.ops.aten
+TABLE = prim_decomposition_table()
+G = torch.Generator().manual_seed(5)
+
+INPUTS = {
+    "float": torch.randn(3, 4, 5, generator=G).transpose(0, 2),
+    "int": torch.randint(-4, 5, (3, 4, 5), generator=G, dtype=torch.int32),
+    "bool": torch.rand(3, 4, 5, generator=G) > 0.5,
+    "0d": torch.tensor(1.5),
+    "empty": torch.randn(3, 0, 2, generator=G),
+}
+DIMS = (None, [], [0], [-1], [0, 2], [2, 0, 1])
+
+
+def _same(actual, expected):
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+
+
+def _eager_or_error(op, *args, **kwargs):
+    try:
+        return op(*args, **kwargs), None
+    except (RuntimeError, IndexError, ValueError) as e:
+        return None, e
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        aten.sum.dim_IntList,
+        aten.amax.default,
+        aten.amin.default,
+        aten.var.correction,
+        aten.any.dims,
+        aten.all.dims,
+    ],
+    ids=str,
+)
+def test_reduction_dim_conventions(op):
+    checked = 0
+    for x, dims, keepdim in itertools.product(INPUTS.values(), DIMS, (False, True)):
+        if x.dim() == 0 and dims not in (None, [], [0], [-1]):
+            continue
+        if op is aten.var.correction and not x.dtype.is_floating_point:
+            continue
+        kwargs = {"keepdim": keepdim}
+        if op is aten.var.correction:
+            args = (x,)
+            kwargs["dim"] = dims
+        else:
+            args = (x, dims) if dims is not None or op is not aten.amax.default else (x,)
+            if dims is None and op in (aten.amax.default, aten.amin.default):
+                continue  # amax/amin take a list, never None
+        expected, err = _eager_or_error(op, *args, **kwargs)
+        if err is not None:
+            with pytest.raises((RuntimeError, IndexError, ValueError)):
+                TABLE[op](*args, **kwargs)
+            continue
+        _same(TABLE[op](*args, **kwargs), expected)
+        checked += 1
+    assert checked >= 20
+
+
+@pytest.mark.parametrize("op", [aten.argmax.default, aten.argmin.default], ids=str)
+def test_arg_reduction_conventions(op):
+    for x in INPUTS.values():
+        if x.dtype == torch.bool:
+            continue
+        for dim, keepdim in itertools.product((None, 0, -1), (False, True)):
+            expected, err = _eager_or_error(op, x, dim, keepdim)
+            if err is not None:
+                with pytest.raises((RuntimeError, IndexError, ValueError)):
+                    TABLE[op](x, dim, keepdim)
+                continue
+            _same(TABLE[op](x, dim, keepdim), expected)
+
+
+def test_slice_select_and_view_conventions():
+    x = INPUTS["float"]
+    for dim, start, end, step in itertools.product(
+        (0, -1), (None, -100, -2, 1, 7), (None, -1, 2, 100), (1, 2, 3)
+    ):
+        expected = aten.slice.Tensor(x, dim, start, end, step)
+        got = TABLE[aten.slice.Tensor](x, dim, start, end, step)
+        assert got.shape == expected.shape and got.stride() == expected.stride()
+        assert got.storage_offset() == expected.storage_offset()
+    for dim, index in itertools.product((0, 1, -1), (0, -1, 2)):
+        _same(TABLE[aten.select.int](x, dim, index), aten.select.int(x, dim, index))
+    with pytest.raises(IndexError):
+        TABLE[aten.select.int](x, 0, 5)
+    c = x.contiguous()
+    for size in ([-1], [4, -1], [5, 4, 3], [2, 2, -1, 3]):
+        got = TABLE[aten.view.default](c, size)
+        assert got.shape == aten.view.default(c, size).shape
+    with pytest.raises(RuntimeError):
+        TABLE[aten.view.default](c, [7, -1])
+    for size in ([-1, 4, 1, 3], [2, 5, 4, 3]):
+        expected, err = _eager_or_error(aten.expand.default, torch.randn(4, 1, 3), size)
+        if err is None:
+            assert TABLE[aten.expand.default](torch.randn(4, 1, 3), size).shape == expected.shape
+
+
+def test_cumulative_and_sort_conventions():
+    for x in INPUTS.values():
+        for dim in (0, -1):
+            for op in (aten.cumsum.default, aten.cumprod.default):
+                expected, err = _eager_or_error(op, x, dim)
+                if err is None:
+                    _same(TABLE[op](x, dim), expected)
+            if x.numel():
+                v, i = aten.sort.stable(x, stable=True, dim=dim, descending=True)
+                gv, gi = TABLE[aten.sort.stable](x, stable=True, dim=dim, descending=True)
+                _same(gv, v)
+                _same(gi, i)
