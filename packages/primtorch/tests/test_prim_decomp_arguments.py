@@ -124,3 +124,120 @@ def test_cumulative_and_sort_conventions():
                 gv, gi = TABLE[aten.sort.stable](x, stable=True, dim=dim, descending=True)
                 _same(gv, v)
                 _same(gi, i)
+
+
+OPERANDS = {
+    "f32": torch.randn(4, 3, generator=G).t(),
+    "bf16": torch.randn(3, 4, generator=G).to(torch.bfloat16),
+    "i32": torch.randint(1, 5, (4,), generator=G, dtype=torch.int32),
+    "u8": torch.randint(1, 5, (3, 1), generator=G, dtype=torch.uint8),
+    "bool": torch.rand(3, 4, generator=G) > 0.5,
+    "0d_f64": torch.tensor(1.75, dtype=torch.float64),
+    "0d_i64": torch.tensor(3),
+    "int": 2,
+    "float": 2.5,
+    "bool_number": True,
+}
+BINARY = [
+    op
+    for op in TABLE
+    if op._schema.name.split("::")[1]
+    in {
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "remainder",
+        "fmod",
+        "pow",
+        "atan2",
+        "hypot",
+        "copysign",
+        "maximum",
+        "minimum",
+        "fmax",
+        "fmin",
+        "bitwise_and",
+        "bitwise_or",
+        "bitwise_xor",
+        "logical_and",
+        "logical_or",
+        "logical_xor",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "nextafter",
+    }
+]
+
+
+@pytest.mark.parametrize("op", BINARY, ids=str)
+def test_binary_promotion_with_numbers_and_zero_dim_tensors(op):
+    checked = 0
+    kwargs = {"rounding_mode": "floor"} if op is aten.div.Tensor_mode else {}
+    for (na, a), (nb, b) in itertools.product(OPERANDS.items(), OPERANDS.items()):
+        if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
+            continue
+        try:
+            expected = op(a, b, **kwargs)
+        except (RuntimeError, TypeError):
+            continue  # this overload or eager rejects the pair
+        actual = TABLE[op](a, b, **kwargs)
+        assert actual.dtype == expected.dtype, (na, nb, actual.dtype, expected.dtype)
+        assert actual.shape == expected.shape, (na, nb)
+        low = expected.dtype in (torch.bfloat16, torch.float16)
+        torch.testing.assert_close(
+            actual, expected, equal_nan=True, **({"rtol": 1e-2, "atol": 1e-2} if low else {})
+        )
+        checked += 1
+    assert checked >= 5, checked
+
+
+UNARY = [
+    op
+    for op in TABLE
+    if len(op._schema.arguments) == 1
+    and op._schema.arguments[0].type.kind() == "TensorType"
+    and len(op._schema.returns) == 1
+    and op._schema.name.split("::")[1] not in {"alias"}
+]
+
+
+@pytest.mark.parametrize("op", UNARY, ids=str)
+def test_unary_ops_over_dtypes(op):
+    checked = 0
+    for name, x in OPERANDS.items():
+        if not isinstance(x, torch.Tensor):
+            continue
+        x = x.abs() + 0.5 if x.dtype.is_floating_point and "acosh" not in str(op) else x
+        try:
+            expected = op(x)
+        except (RuntimeError, TypeError, NotImplementedError):
+            continue
+        actual = TABLE[op](x)
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape, name
+        low = expected.dtype in (torch.bfloat16, torch.float16)
+        torch.testing.assert_close(
+            actual, expected, equal_nan=True, **({"rtol": 1e-2, "atol": 1e-2} if low else {})
+        )
+        checked += 1
+    assert checked >= 1
+
+
+def test_trunc_division_over_operands():
+    for (na, a), (nb, b) in itertools.product(OPERANDS.items(), OPERANDS.items()):
+        if not isinstance(a, torch.Tensor):
+            continue
+        try:
+            expected = aten.div.Tensor_mode(a, b, rounding_mode="trunc")
+        except (RuntimeError, TypeError):
+            continue
+        actual = TABLE[aten.div.Tensor_mode](a, b, rounding_mode="trunc")
+        assert actual.dtype == expected.dtype, (na, nb)
+        low = expected.dtype in (torch.bfloat16, torch.float16)
+        torch.testing.assert_close(
+            actual, expected, equal_nan=True, **({"rtol": 1e-2, "atol": 1e-2} if low else {})
+        )

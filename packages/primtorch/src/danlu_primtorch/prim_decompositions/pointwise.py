@@ -248,6 +248,11 @@ def fmod(a, b):
 
 @register(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
 def pow_(a, b):
+    if isinstance(a, torch.Tensor) and a.dtype == torch.bool and isinstance(b, bool):
+        # eager's one bool case: x ** True == x, x ** False == True
+        return P.convert_element_type(
+            elementwise(P.pow, P.convert_element_type(a, torch.int64), int(b)), torch.bool
+        )
     return elementwise(P.pow, a, b)
 
 
