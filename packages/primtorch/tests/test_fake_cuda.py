@@ -19,6 +19,8 @@ def test_factories_on_fake_cuda():
             lambda: torch.arange(6, device="cuda").view(2, 3),
             lambda: torch.full((2, 3), 7.0, device="cuda"),
             lambda: torch.empty_strided((2, 3), (1, 2), device="cuda"),
+            lambda: torch.tensor([[1.0, 2, 3], [4, 5, 6]], device="cuda"),
+            lambda: torch.as_tensor([[1, 2, 3], [4, 5, 6]], device="cuda"),
         ):
             t = make()
             assert isinstance(t, FakeTensor)

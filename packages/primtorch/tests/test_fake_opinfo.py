@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("expecttest")
 
-from fake_opinfo_sweep import PLAN, pass_rate, sweep  # noqa: E402
+import torch  # noqa: E402
+from fake_opinfo_sweep import CUDA_PLAN, PLAN, pass_rate, sweep  # noqa: E402
 
 
 @pytest.mark.parametrize("dtype,samples", PLAN, ids=[str(d).split(".")[1] for d, _ in PLAN])
@@ -23,4 +24,15 @@ def test_fake_tensor_metadata_matches_eager_over_op_db(dtype, samples):
     listing = "\n".join(f"  {name}: {why}" for name, why in sorted(failures.items()))
     print(f"\n{dtype}: {dict(counts)}; rate {rate:.4f}\n{listing}")
     assert counts["pass"] > 200  # the sweep really ran
+    assert rate >= 0.98, f"rate {rate:.4f} < 0.98; failing ops:\n{listing}"
+
+
+def test_fake_cuda_outputs_follow_inputs_over_op_db():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    counts, failures = sweep(op_db, plan=CUDA_PLAN, device=torch.device("cuda", 0))
+    rate = pass_rate(counts)
+    listing = "\n".join(f"  {name}: {why}" for name, why in sorted(failures.items()))
+    print(f"\nfake cuda: {dict(counts)}; rate {rate:.4f}\n{listing}")
+    assert counts["pass"] > 500
     assert rate >= 0.98, f"rate {rate:.4f} < 0.98; failing ops:\n{listing}"

@@ -13,6 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from torch.utils.weak import WeakIdKeyDictionary
 
+from .data_factories import DataFactoryDeviceMode
 from .devices import normalize_device, output_device
 from .errors import DataDependentOutputError, FakeTensorMixingError, UnsupportedFakeOp
 from .fallback import run_on_zeros
@@ -76,7 +77,7 @@ class FakeTensorMode(TorchDispatchMode):
         self.allow_fallback = allow_fallback
         self._real_to_fake = WeakIdKeyDictionary()
         self._storages: dict[int, tuple[torch.UntypedStorage, torch.UntypedStorage]] = {}
-        self._entered: list[tuple[bool, bool]] = []
+        self._entered: list[tuple[bool, bool, DataFactoryDeviceMode | None]] = []
         self._last_device = torch.device("cpu")
 
     # --- entering ----------------------------------------------------------------------------
@@ -84,19 +85,23 @@ class FakeTensorMode(TorchDispatchMode):
         prev_mt = torch._C._is_multithreading_enabled()
         torch._C._set_multithreading_enabled(False)
         if torch._C._get_dispatch_mode(_FAKE_KEY) is self:  # re-entered: already active
-            self._entered.append((False, prev_mt))
+            self._entered.append((False, prev_mt, None))
             return self
         try:
             super().__enter__()
         except BaseException:
             torch._C._set_multithreading_enabled(prev_mt)
             raise
-        self._entered.append((True, prev_mt))
+        factories = DataFactoryDeviceMode()
+        factories.__enter__()
+        self._entered.append((True, prev_mt, factories))
         return self
 
     def __exit__(self, exc_type, exc_val, exc_tb):
-        pushed, prev_mt = self._entered.pop()
+        pushed, prev_mt, factories = self._entered.pop()
         try:
+            if factories is not None:
+                factories.__exit__(exc_type, exc_val, exc_tb)
             if pushed:
                 super().__exit__(exc_type, exc_val, exc_tb)
         finally:

@@ -1,0 +1,28 @@
+"""``torch.tensor(data, device="cuda")`` inside FakeTensorMode, on any machine.
+
+Tensors built from Python data are created by torch's C++ binding directly on the target
+device, with dispatch modes switched off, so a fake mode never sees them; without CUDA that
+fails. This torch-function mode, entered together with FakeTensorMode, builds such tensors on
+the CPU (which the fake mode lifts into a fake) and moves them with ``.to(device)``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+_DATA_FACTORIES = {torch.tensor, torch.as_tensor, torch.asarray}
+
+
+class DataFactoryDeviceMode(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        device = kwargs.get("device")
+        if func in _DATA_FACTORIES and device is not None:
+            device = torch.device(device)
+            if device.type not in ("cpu", "meta"):
+                kwargs = dict(kwargs, device="cpu")
+                requires_grad = kwargs.pop("requires_grad", False)
+                out = func(*args, **kwargs).to(device)
+                return out.requires_grad_(True) if requires_grad else out
+        return func(*args, **kwargs)
