@@ -79,6 +79,18 @@ def test_autocast_and_deterministic_guards():
     assert check({})
 
 
+def test_autocast_guard_built_inside_autocast_sees_dtype_and_device_changes():
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        check = GuardBuilder({}).autocast_state().build()
+        assert check({})
+    assert not check({})  # autocast off again
+    with torch.autocast("cpu", dtype=torch.float16):
+        assert not check({})
+        assert "cpu=on/float16" in check.failure_reason({})
+    with torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=False):
+        assert not check({})
+
+
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -407,6 +407,23 @@ class GuardBuilder:
         """Autocast enabled flag and dtype per device type, and the autocast cache flag."""
         torch = _torch()
         c = {}
+        any_on = getattr(torch._C, "_is_any_autocast_enabled", None)
+        if any_on is not None and not any_on():
+            # off everywhere: dtypes and the cache flag do not matter, one call checks it all
+            f = self._name(any_on, c)
+            return self._add(
+                "autocast",
+                None,
+                f"{f}() is False",
+                "autocast off on every device",
+                c,
+                location,
+                lambda v: (
+                    "autocast is now on for "
+                    + ", ".join(d for d in device_types if torch.is_autocast_enabled(d))
+                ),
+                key="off",
+            )
         on = self._name(torch.is_autocast_enabled, c)
         dtype = self._name(torch.get_autocast_dtype, c)
         cache = self._name(torch.is_autocast_cache_enabled, c)
