@@ -207,7 +207,9 @@ def _layout(instructions: list[Instruction]) -> list[int]:
     base_units = [1 + opcodes.CACHE_ENTRIES.get(ins.opcode, 0) for ins in instructions]
     jumps = [i for i, ins in enumerate(instructions) if ins.opcode in jump_ops]
     for i, ins in enumerate(instructions):
-        if ins.opcode not in jump_ops and not 0 <= ins.arg <= 0xFF:
+        if ins.opcode in jump_ops:
+            prefixes[i] = ins.min_extended_args
+        elif not 0 <= ins.arg <= 0xFF:
             prefixes[i] = _prefix_units(ins.arg)
     while True:
         offsets = [0] * (len(instructions) + 1)

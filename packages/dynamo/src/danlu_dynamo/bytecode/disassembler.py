@@ -64,6 +64,8 @@ def disassemble(code: CodeType) -> list[Instruction]:
         )
         instructions.append(ins)
         by_offset[offset] = ins
+        if prefix_start is not None and op in jump_ops:
+            ins.min_extended_args = (offset - prefix_start) // 2
         if prefix_start is not None:
             for off in range(prefix_start, offset, 2):
                 by_offset[off] = ins

@@ -71,6 +71,10 @@ class Instruction:
     positions: Positions = NO_POSITIONS
     exn_entry: ExceptionTableEntry | None = None
     offset: int | None = None
+    # EXTENDED_ARG prefixes a jump had when disassembled. The assembler never writes fewer: the
+    # compiler sometimes settles on a longer, equally valid layout, and unchanged code should
+    # come back byte for byte. (A spare EXTENDED_ARG 0 is harmless.)
+    min_extended_args: int = 0
 
     @property
     def lineno(self) -> int | None:

@@ -43,6 +43,14 @@ def _walk(instructions: list[Instruction]) -> tuple[list[int | None], int]:
             worklist.append((i, depth))
 
     reach(0, 0, instructions[0])
+    # Handlers count even when nothing reachable is protected by them (the compiler reaches
+    # them from its SETUP_* pseudo-instructions; debuggers can jump into such code).
+    for ins in instructions:
+        entry = ins.exn_entry
+        if entry is not None and id(entry.target) in index:
+            handler_depth = entry.depth + int(entry.lasti) + 1
+            max_depth = max(max_depth, handler_depth)
+            reach(index[id(entry.target)], handler_depth, ins)
     while worklist:
         i, depth = worklist.pop()
         if depth_at[i] != depth:  # superseded by a deeper visit
