@@ -241,3 +241,79 @@ def test_trunc_division_over_operands():
         torch.testing.assert_close(
             actual, expected, equal_nan=True, **({"rtol": 1e-2, "atol": 1e-2} if low else {})
         )
+
+
+def test_data_movement_conventions():
+    x = torch.randn(4, 5, 6, generator=G).permute(2, 0, 1)  # (6, 4, 5), not contiguous
+    cases = [
+        (aten.cat.default, ([x, x.to(torch.float64), x[:1].int()], -3), {}),
+        (aten.cat.default, ([torch.ones(0), x.bool(), x], 1), {}),
+        (aten.constant_pad_nd.default, (x, [2, -1, 0, 3]), {"value": -2}),
+        (aten.constant_pad_nd.default, (x.int(), [1, 1]), {"value": 7}),
+        (aten.gather.default, (x, -1, torch.randint(0, 5, (6, 4, 2), generator=G)), {}),
+        (aten.index_select.default, (x, -2, torch.tensor([3, 0, 3])), {}),
+        (aten.index.Tensor, (x, [torch.tensor([-1, 0]), None, torch.tensor([[-2], [1]])]), {}),
+        (aten.index.Tensor, (x, [None, None, torch.tensor([4, -5])]), {}),
+        (
+            aten.index_put.default,
+            (
+                x,
+                [torch.tensor([0, 0, -1]), torch.tensor([1, 1, 2])],
+                torch.tensor([[1.0], [2.0], [3.0]]),
+                True,
+            ),
+            {},
+        ),
+        (
+            aten.index_put.default,
+            (x.int(), [None, torch.tensor([2])], torch.tensor(9, dtype=torch.int32)),
+            {},
+        ),
+        (
+            aten.scatter_reduce.two,
+            (
+                x,
+                0,
+                torch.randint(0, 6, (3, 4, 5), generator=G),
+                torch.randn(3, 4, 5, generator=G),
+                "mean",
+            ),
+            {"include_self": True},
+        ),
+        (
+            aten.scatter_add.default,
+            (
+                x.double(),
+                -1,
+                torch.randint(0, 5, (6, 4, 9), generator=G),
+                torch.randn(6, 4, 9, generator=G, dtype=torch.float64),
+            ),
+            {},
+        ),
+    ]
+    for op, args, kwargs in cases:
+        expected = op(*args, **kwargs)
+        actual = TABLE[op](*args, **kwargs)
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape, op
+        torch.testing.assert_close(actual, expected)
+        sig = [(n, s) for n, s in zip(expected.shape, expected.stride()) if n > 1]
+        assert sig == [(n, s) for n, s in zip(actual.shape, actual.stride()) if n > 1], op
+
+
+def test_creation_conventions():
+    cases = [
+        (aten.full.default, ([2, 0, 3], False), {}),
+        (aten.full.default, ([3], 2), {"dtype": torch.float64}),
+        (aten.arange.start_step, (0.1, 1.0, 0.1), {}),
+        (aten.arange.start_step, (5, -5, -1.5), {"dtype": torch.int64}),
+        (aten.arange.start_step, (0, 0), {}),
+        (aten.arange.start_step, (1, 2.5, 0.5), {"dtype": torch.uint8}),
+        (aten.arange.start_step, (-3, 4.5, 1.25), {"dtype": torch.int16}),
+        (aten.arange.start_step, (0, 1, 0.1), {"dtype": torch.bfloat16}),
+        (aten.scalar_tensor.default, (True,), {}),
+    ]
+    for op, args, kwargs in cases:
+        expected = op(*args, **kwargs)
+        actual = TABLE[op](*args, **kwargs)
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape, (op, args)
+        torch.testing.assert_close(actual, expected)

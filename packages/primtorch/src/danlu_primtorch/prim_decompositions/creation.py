@@ -61,10 +61,22 @@ def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memo
     if (end - start) / step < 0:
         raise RuntimeError("arange: upper bound and larger bound inconsistent with step sign")
     device = _device(device)
-    if all(isinstance(x, int) for x in numbers):
-        length = -((start - end) // step)  # ceil((end - start) / step), exactly
-        return P.iota(length, start=start, step=step, dtype=dtype, device=device)
-    # eager computes start + i * step in double precision and casts once
+    if not dtype.is_floating_point:
+        # eager: int64 arange truncates start/end/step first; other integer dtypes size the
+        # result from the exact bounds and step but step by the truncated values
+        if dtype == torch.int64:
+            start, end, step = int(start), int(end), int(step)
+            if step == 0:
+                raise RuntimeError("arange: step must be nonzero")
+        if all(isinstance(x, int) for x in (start, end, step)):
+            length = -((start - end) // step)  # exact ceil((end - start) / step)
+        else:
+            length = math.ceil((end - start) / step)
+        values = P.iota(
+            max(length, 0), start=int(start), step=int(step), dtype=torch.int64, device=device
+        )
+        return convert(values, dtype)
+    # floating: start + i * step computed in double precision and cast once (as eager)
     length = math.ceil((end - start) / step)
     i = P.iota(length, start=0, step=1, dtype=torch.float64, device=device)
     shape = [length]

@@ -12,6 +12,7 @@ from danlu_primtorch.prims.checks import canonical_dim, fail
 from danlu_primtorch.prims.registry import PrimKind, define_prim
 from danlu_primtorch.prims.strides import (
     contiguous_strides,
+    elementwise_strides,
     like_strides,
 )
 
@@ -177,14 +178,39 @@ def _index_shape(a, indices):
     return idx_shape + rest
 
 
+def _index_strides(a, indices, shape):
+    """Eager's layout for advanced indexing: a TensorIterator over a restrided to the result
+    shape (stride 0 in the index dims) and the index tensors (stride 0 elsewhere)."""
+    present = [k for k, i in enumerate(indices) if i is not None]
+    idx_ndim = indices[present[0]].dim()
+    adjacent = present == list(range(present[0], present[-1] + 1))
+    rest = [k for k in range(a.dim()) if k >= len(indices) or indices[k] is None]
+    start = present[0] if adjacent else 0
+    before = rest[:start]
+    after = rest[start:]
+    src = [a.stride(k) for k in before] + [0] * idx_ndim + [a.stride(k) for k in after]
+    operands = [src]
+    for k in present:
+        i = indices[k]
+        operands.append([0] * len(before) + list(i.stride()) + [0] * len(after))
+    # a size-1 operand dim broadcast to a larger result dim has stride 0, as in eager
+    for strides in operands[1:]:
+        for d in range(len(before), len(before) + idx_ndim):
+            if indices[present[0]].shape[d - len(before)] == 1 and shape[d] != 1:
+                strides[d] = 0
+    return elementwise_strides(shape, operands)
+
+
 def _index_meta(a, indices):
     shape = _index_shape(a, indices)
-    return torch.empty_strided(shape, contiguous_strides(shape), dtype=a.dtype, device=a.device)
+    return torch.empty_strided(
+        shape, _index_strides(a, indices, shape), dtype=a.dtype, device=a.device
+    )
 
 
 def _index_impl(a, indices):
     _index_check("index", a, indices)
-    return torch.ops.aten.index.Tensor(a, list(indices)).contiguous()
+    return torch.ops.aten.index.Tensor(a, list(indices))
 
 
 OPS["index"] = define_prim(
@@ -194,7 +220,8 @@ OPS["index"] = define_prim(
     impl=_index_impl,
     doc="Advanced indexing a[indices] (NumPy rules) with int64 index tensors of one shape.\n\n"
     "None keeps a dim whole. Adjacent index tensors put the index shape in their place, "
-    "separated ones put it first. No bool masks (data-dependent shapes). Contiguous output.",
+    "separated ones put it first. No bool masks (data-dependent shapes). Output dense in the "
+    "memory order of a's kept dims and the index tensors (eager's layout).",
 )
 
 
