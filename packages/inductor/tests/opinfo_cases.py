@@ -46,9 +46,10 @@ def _strided_copy(t: torch.Tensor) -> torch.Tensor:
 def build_cases(limit_ops=None):
     from torch.testing._internal.common_methods_invocations import op_db
 
-    from danlu_primtorch import decomposition_table, trace
+    from danlu_inductor.decompositions import decomposition_table
+    from danlu_primtorch import trace
 
-    table = decomposition_table("canonical")
+    table = decomposition_table()
     wanted = set(limit_ops or OPS)
     cases = []
     skipped = []

@@ -10,6 +10,7 @@ aten = torch.ops.aten
 # Lowered directly (see lowering/pooling.py): the window is unrolled into one loop body.
 KEEP = {
     aten.max_pool2d_with_indices.default,
+    aten.max_pool2d.default,
 }
 
 

@@ -16,7 +16,13 @@ import torch
 
 from danlu_inductor.ir.layout import FixedLayout, FlexibleLayout, Layout
 from danlu_inductor.ir.ops import OpCounter, Printer, V, ops
-from danlu_inductor.ir.symbols import affine_coefficients, as_exprs, index_vars, product
+from danlu_inductor.ir.symbols import (
+    affine_coefficients,
+    as_exprs,
+    index_vars,
+    product,
+    simplify_index,
+)
 
 # ---------------------------------------------------------------- the graph being lowered
 
@@ -363,7 +369,7 @@ def as_strided_view(node) -> ReinterpretView | Buffer | None:
     name, expr = rec.loads[0]
     if name != box.data.get_name():
         return None
-    got = affine_coefficients(expr, idx)
+    got = affine_coefficients(simplify_index(expr), idx)
     if got is None:
         return None
     coeffs, const = got

@@ -147,3 +147,28 @@ def affine_coefficients(expr: Expr, variables: Sequence[sympy.Symbol]):
     if const.free_symbols & set(variables) or not const.is_Integer:
         return None
     return coeffs, const
+
+
+def simplify_index(expr: Expr) -> Expr:
+    """Undo div/mod splits that a reshape introduced: ``c*(a % n) + c*n*(a // n) -> c*a``."""
+    expr = sympy.expand(expr)
+    if not isinstance(expr, sympy.Add):
+        return expr
+    terms = list(expr.args)
+    changed = True
+    while changed:
+        changed = False
+        parts = [t.as_coeff_Mul() for t in terms]
+        for i, (c1, f1) in enumerate(parts):
+            if not isinstance(f1, IMod):
+                continue
+            a, n = f1.args
+            for j, (c2, f2) in enumerate(parts):
+                if isinstance(f2, FloorDiv) and f2.args == (a, n) and c2 == c1 * n:
+                    rest = [t for k, t in enumerate(terms) if k not in (i, j)]
+                    terms = list(sympy.Add(*rest, c1 * a).as_ordered_terms())
+                    changed = True
+                    break
+            if changed:
+                break
+    return sympy.expand(sympy.Add(*terms))

@@ -82,3 +82,8 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
         StorageBox(Pointwise(dtype, out_size, values)),
         StorageBox(Pointwise(torch.int64, out_size, indices)),
     )
+
+
+@register(aten.max_pool2d.default)
+def max_pool2d(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)[0]

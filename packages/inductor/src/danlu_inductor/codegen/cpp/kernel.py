@@ -23,7 +23,7 @@ import torch
 from danlu_inductor.codegen.cpp.overrides import CppOverrides, CSEVar
 from danlu_inductor.codegen.cpp.printer import STORAGE_CTYPE, cexpr, value_ctype
 from danlu_inductor.ir.ops import V
-from danlu_inductor.ir.symbols import FloorDiv, index_vars, sym, to_int
+from danlu_inductor.ir.symbols import FloorDiv, index_vars, simplify_index, sym, to_int
 
 PARALLEL_THRESHOLD = 16384  # elements of work below which threads cost more than they give
 SPLIT_MAX_X = 8  # reductions with fewer outer iterations split R across threads
@@ -72,8 +72,8 @@ class CppKernel:
         g = self.g
         exprs = []
         for n in g.nodes:
-            exprs += [e for _, e, _ in g.reads_in_kernel(n)]
-            exprs.append(g.write_in_kernel(n))
+            exprs += [simplify_index(e) for _, e, _ in g.reads_in_kernel(n)]
+            exprs.append(simplify_index(g.write_in_kernel(n)))
         self.xsizes, xsub = _merge_dims([to_int(s) for s in g.xsizes], g.xvars, exprs, "x")
         self.rsizes, rsub = _merge_dims([to_int(s) for s in g.rsizes], g.rvars, exprs, "r")
         self.sub = {**xsub, **rsub}
@@ -131,7 +131,7 @@ class CppKernel:
         if name in self.locals:
             return self.locals[name]
         dtype = self.buffer_dtype[name]
-        expr = f"{self.ptr(name)}[{cexpr(index)}]"
+        expr = f"{self.ptr(name)}[{cexpr(simplify_index(index))}]"
         if dtype == torch.bfloat16:
             expr = f"dl_from_bf16({expr})"
         elif dtype == torch.float16:
@@ -156,7 +156,7 @@ class CppKernel:
             v = f"static_cast<dl_half>({v})"
         elif value_ctype(value.dtype) != STORAGE_CTYPE[dtype]:
             v = f"static_cast<{STORAGE_CTYPE[dtype]}>({v})"
-        target = f"{self.ptr(name, out=True)}[{cexpr(index)}]"
+        target = f"{self.ptr(name, out=True)}[{cexpr(simplify_index(index))}]"
         self.line(f"{target} = {v};")
         if v == value.name and dtype not in (torch.float16, torch.bfloat16):
             self.scope.cache[target] = value  # a later load of this element reuses the value
