@@ -2,6 +2,7 @@
 
 import operator
 
+import pytest
 import torch
 import torch.fx as fx
 from torch.utils._pytree import tree_leaves
@@ -182,3 +183,29 @@ def test_fake_inputs_and_manual_tracer_use():
     assert op_targets(gm) == [aten.sin.default, aten.sum.dim_IntList]
     text = format_graph(gm)
     assert "aten.sin.default" in text and "f32[4, 4]" in text
+
+
+def test_gradient_for_closed_over_real_tensor_is_refused_on_fakes():
+    from danlu_primtorch.tracing import TracingError
+
+    lin = torch.nn.Linear(4, 3)
+    x = torch.randn(2, 4)
+
+    def f(x):
+        lin(x).sum().backward()
+        return lin.weight.grad
+
+    with pytest.raises(TracingError, match="closes over"):
+        trace(f, x)
+    assert lin.weight.grad is None  # the real module was not touched
+    assert not lin.weight._backward_hooks
+    gm = trace(f, x, fake=False)  # on real tensors it is traced like eager
+    lin.weight.grad = None
+    torch.testing.assert_close(gm(x), f(x))
+
+
+def test_data_dependent_error_propagates_out_of_trace():
+    from danlu_primtorch import DataDependentOutputError
+
+    with pytest.raises(DataDependentOutputError):
+        trace(lambda x: x[x > 0].sum(), torch.randn(5))

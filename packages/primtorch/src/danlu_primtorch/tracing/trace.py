@@ -40,6 +40,7 @@ def trace(
     for i, a in enumerate(flat):
         tracer.placeholder(a, f"arg{i}")
     with contextlib.ExitStack() as stack:
+        stack.callback(tracer.close)
         if fake_mode is not None:
             stack.enter_context(fake_mode)
         else:

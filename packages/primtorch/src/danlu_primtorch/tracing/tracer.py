@@ -52,6 +52,7 @@ class AtenTracer(TorchDispatchMode):
         self.root = torch.nn.Module()  # owns get_attr constants
         self.tensor_nodes: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._names: set[str] = set()
+        self._grad_guards: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
     # --- hooks a subclass overrides --------------------------------------------------------
     def decomposition_for(self, func) -> Callable | None:
@@ -175,8 +176,17 @@ class AtenTracer(TorchDispatchMode):
     # --- helpers -------------------------------------------------------------------------------
     def _as_fake(self, x):
         if isinstance(x, torch.Tensor) and not isinstance(x, FakeTensor):
+            if x.requires_grad and x.is_leaf and x not in self._grad_guards:
+                self._grad_guards[x] = x.register_hook(_refuse_fake_grad)
             return self.fake_mode.from_real(x)
         return x
+
+    def close(self) -> None:
+        """Remove the guards put on closed-over real tensors that require grad (``trace``
+        calls this; call it after tracing by hand)."""
+        for handle in list(self._grad_guards.values()):
+            handle.remove()
+        self._grad_guards = WeakIdKeyDictionary()
 
     _meta_mode: FakeTensorMode | None = None
 
@@ -194,6 +204,16 @@ class AtenTracer(TorchDispatchMode):
             name = f"{base}_{i}"
         self._names.add(name)
         return name
+
+
+def _refuse_fake_grad(grad):
+    # Autograd reaches a real tensor closed over by a function traced on fakes: its gradient
+    # would be a fake tensor written into a real model. Say so instead.
+    raise TracingError(
+        "the traced function computes a gradient for a real tensor it closes over (e.g. a "
+        "module parameter); on fake tensors that gradient has no data. Pass such tensors as "
+        "inputs (torch.func.functional_call) or trace with fake=False"
+    )
 
 
 def _resolve_meta_devices(args, kwargs, out):
