@@ -15,6 +15,11 @@ transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
 
 MODELS = ["gpt2", "bert", "t5", "llama", "resnet", "mobilenetv2", "vit"]
+# torch._dynamo.explain reports 0 breaks for all of these (benchmarks/dynamo_capture.py).
+# T5 still breaks here: DynamicCache's constructor deep-copies the config (copy.deepcopy of a
+# dict keyed by object ids is not traced), so it runs eagerly; correctness is still asserted
+# and the count is pinned so a change is noticed.
+EXPECTED_BREAKS = {"t5": 9}
 
 
 def _load():
@@ -35,31 +40,41 @@ def test_model_capture_matches_eager(name, train):
     model, kwargs, key = bench._tiny(name)
     model.train(train)
 
-    def step(m):
+    def forward(m):
         out = m(**kwargs)
         v = out[key]
-        if train:
-            loss = v.float().pow(2).mean()
-            loss.backward()
-            return loss, [p.grad.clone() for p in m.parameters() if p.grad is not None]
-        return v, []
+        return v.float().pow(2).mean() if train else v
 
-    torch.manual_seed(3)
-    ref, ref_grads = step(model)
-    model.zero_grad(set_to_none=True)
-    opt = danlu_dynamo.optimize("eager")(step)
-    for _ in range(2):
+    def run(fn):
         torch.manual_seed(3)
-        got, grads = opt(model)
-        model.zero_grad(set_to_none=True)
+        out = fn(model)
+        grads = []
+        if train:  # the training step: captured forward + loss, autograd backward
+            out.backward()
+            grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+            model.zero_grad(set_to_none=True)
+        return out, grads
+
+    ref, ref_grads = run(forward)
+    opt = danlu_dynamo.optimize("eager")(forward)
+    for _ in range(2):
+        got, grads = run(opt)
         assert torch.equal(ref, got)
-        assert len(grads) == len(ref_grads)
+        assert len(grads) == len(ref_grads) and (not train or grads)
         assert all(torch.equal(a, b) for a, b in zip(ref_grads, grads))
     ctx = opt._capture_ctx
     internal = [r for r in ctx.eager_reasons if "internal capture error" in r]
     assert not internal, internal
     graphs = [s for s in ctx.records if s.num_ops > 0]
     assert graphs, "nothing was captured"
+    assert len(ctx.breaks) == EXPECTED_BREAKS.get(name, 0), [str(b) for b in ctx.breaks]
+    if name not in EXPECTED_BREAKS:
+        # Captured whole: every compiled segment runs the frame to its return. (A second
+        # compile can happen once: transformers flips module-level state on the first call.)
+        assert all(s.kind == "return" for s in graphs) and not ctx.eager_reasons, ctx.eager_reasons
+    n = len(ctx.records)
+    run(opt)
+    assert len(ctx.records) == n, "a third identical call recompiled"
     print(
         f"{name} train={train}: graphs={len(graphs)} breaks={len(ctx.breaks)} "
         f"eager_regions={len(ctx.eager_reasons)} ops={sum(s.num_ops for s in graphs)}"

@@ -284,9 +284,7 @@ class EnvironVar(Var):
             raise Unsupported(f"os.environ.{name}")
         key = args[0].const()
         cur = os.environ.get(key)
-        tx.output.guards.add(
-            "ENV", "os.environ", f"__import__('os').environ.get({key!r}) == {cur!r}"
-        )
+        tx.output.guards.add("ENV", "", f"__import__('os').environ.get({key!r}) == {cur!r}")
         if name == "__contains__":
             return ConstVar(cur is not None)
         if cur is None:

@@ -245,6 +245,10 @@ class ModuleVar(ObjectVar):
         if attr is not _MISSING:
             if name in ("__call__", "_call_impl", "_wrapped_call_impl"):
                 return ModuleCallVar(self)
+            if name in _MODULE_ITER_METHODS:
+                from .functions import BoundVarMethod
+
+                return BoundVarMethod(self, name)
             return _bind_class_attr(tx, self, self.cls, name, attr, self.cls_source())
         return self.getattr_fallback(tx, name)
 
@@ -431,6 +435,18 @@ class RealCMethodVar(Var):
         elif self.name in ("keys", "values", "items"):
             result = list(result)
         return tx.output.wrap(result, src)
+
+
+_MODULE_ITER_METHODS = (
+    "parameters",
+    "named_parameters",
+    "buffers",
+    "named_buffers",
+    "children",
+    "named_children",
+    "modules",
+    "named_modules",
+)
 
 
 class ModuleCallVar(Var):
