@@ -204,7 +204,15 @@ def select_opinfos(table, everything=False):
     return chosen
 
 
-def sweep(table, opinfos, samples_per_dtype=3, dtypes=DTYPES):
+def _reversed_layout(t):
+    """Same values, memory order of dims reversed (a dense, non-contiguous layout)."""
+    if not isinstance(t, torch.Tensor) or t.dim() < 2 or t.layout != torch.strided:
+        return t
+    order = list(reversed(range(t.dim())))
+    return t.permute(order).contiguous().permute(order)
+
+
+def sweep(table, opinfos, samples_per_dtype=3, dtypes=DTYPES, reversed_layouts=False):
     """Outcomes for every (opinfo, dtype, sample, contiguous/non-contiguous) that decomposes."""
     outcomes = []
     for op in opinfos:
@@ -223,6 +231,8 @@ def sweep(table, opinfos, samples_per_dtype=3, dtypes=DTYPES):
                 variants = [s]
                 try:
                     variants.append(s.noncontiguous())
+                    if reversed_layouts:
+                        variants.append(s.transform(_reversed_layout))
                 except Exception:  # noqa: BLE001 - layouts that have no non-contiguous form
                     pass
                 for v in variants:

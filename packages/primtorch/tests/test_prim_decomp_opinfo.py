@@ -1,7 +1,7 @@
 """Canonical -> prims decompositions against eager ATen on OpInfo samples.
 
 float32, float64, int64 and bool where the OpInfo supports them; each sample also in its
-non-contiguous form. Rerun by hand for the numbers: ``python tests/_decomp_harness.py``
+non-contiguous form and with its dims' memory order reversed. Rerun by hand for the numbers: ``python tests/_decomp_harness.py``
 (``--all`` sweeps the whole op_db, ~2 minutes).
 """
 
@@ -18,7 +18,8 @@ TABLE = prim_decomposition_table()
 
 @pytest.fixture(scope="module")
 def outcomes():
-    return sweep(TABLE, select_opinfos(TABLE))
+    # two samples per dtype, each contiguous, non-contiguous and with reversed memory order
+    return sweep(TABLE, select_opinfos(TABLE), samples_per_dtype=2, reversed_layouts=True)
 
 
 def test_pass_rate_at_least_98_percent(outcomes):
