@@ -47,9 +47,11 @@ def sdist_metadata(path: pathlib.Path):
 def main(out: pathlib.Path) -> int:
     errors, seen = [], {}
     for pkg in sorted((ROOT / "packages").iterdir()):
-        project = tomllib.loads((pkg / "pyproject.toml").read_text())["project"]
+        pyproject = tomllib.loads((pkg / "pyproject.toml").read_text())
+        project = pyproject["project"]
         dist = project["name"]
-        import_name = project.get("dynamic") and next((pkg / "src").iterdir()).name
+        version_attr = pyproject["tool"]["setuptools"]["dynamic"]["version"]["attr"]
+        import_name = version_attr.rsplit(".", 1)[0]
         version = source_version(pkg, import_name)
         declared = {str(Requirement(r)) for r in project.get("dependencies", [])}
         stem = canonicalize_name(dist).replace("-", "_")

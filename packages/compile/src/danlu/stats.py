@@ -3,6 +3,8 @@ kernel counts, collected by wrapping the backend that `danlu.compile` uses."""
 
 from __future__ import annotations
 
+import os
+import pathlib
 import time
 from dataclasses import dataclass, field
 
@@ -44,6 +46,7 @@ class CompileStats:
         """A backend that calls `backend` and records the graph it compiled."""
 
         def recording_backend(gm, example_inputs):
+            self._dump_captured(gm)
             start = time.perf_counter()
             compiled = backend(gm, example_inputs)
             elapsed = time.perf_counter() - start
@@ -63,6 +66,24 @@ class CompileStats:
             return compiled
 
         return recording_backend
+
+    def _dump_captured(self, gm) -> None:
+        from .config import config
+
+        if not config.debug_dir:
+            return
+        root = pathlib.Path(config.debug_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        # the packages below read DANLU_DEBUG_DIR for their own artefacts
+        os.environ["DANLU_DEBUG_DIR"] = str(root)
+        index = len(self.graphs)
+        (root / f"captured_graph_{index}.py").write_text(gm.code)
+        lines = []
+        for node in gm.graph.nodes:
+            val = node.meta.get("val", node.meta.get("example_value"))
+            shape = f"  # {tuple(val.shape)} {val.dtype}" if hasattr(val, "shape") else ""
+            lines.append(f"{node.format_node()}{shape}")
+        (root / f"captured_graph_{index}.txt").write_text("\n".join(lines) + "\n")
 
     def summary(self) -> str:
         lines = [f"compiled graphs: {len(self.graphs)}"]
