@@ -11,5 +11,6 @@ from danlu_primtorch.decompositions import (  # noqa: F401
     pooling,
     random,
     reductions,
+    upsample,
     views,
 )
