@@ -939,3 +939,27 @@ def detach_requires_grad(x):
 def f_relu_inplace_kw(x):
     y = x.clone()
     return F.relu(y, inplace=True)
+
+
+# ---------------------------------------------------------------- autocast
+@case(lambda g, v: (torch.randn(3 + v, 4, generator=g), torch.randn(4, 5, generator=g)))
+def autocast_cpu_bf16(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ w
+        z = F.linear(x, w.t())
+    return y, z, (y.float() + 1).dtype
+
+
+@case(lambda g, v: (torch.randn(3 + v, 4, generator=g), torch.randn(4, 5, generator=g)))
+def autocast_disabled_inside(x, w):
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        a = x @ w
+        with torch.autocast(device_type="cpu", enabled=False):
+            b = x @ w
+    return a, b
+
+
+@case(A)
+def autocast_cpu_amp_class(x):
+    with torch.cpu.amp.autocast():
+        return torch.mm(x, x.t())

@@ -75,7 +75,11 @@ def wrap_value(out, value, source):
             g.id_match(src, value)
         if value in GRAD_CTX_CLASSES:
             return GradCtxClassVar(value, source)
-        if value.__module__ == "builtins" or value in (collections.OrderedDict,):
+        if value is torch.autocast or value is torch.cpu.amp.autocast:
+            from .variables.objects import AutocastClassVar
+
+            return AutocastClassVar(value, source)
+        if value.__module__ == "builtins" or value in (collections.OrderedDict, functools.partial):
             if value is collections.OrderedDict:
                 return _OrderedDictClass(value, source)
             return BuiltinVar(value)
@@ -170,6 +174,12 @@ def wrap_value(out, value, source):
         return ListIteratorVar(seq_var.items[idx:], source=source, base_index=idx)
     if isinstance(value, (types.GeneratorType, types.CoroutineType)):
         raise Unsupported("generator object from outside the frame")
+    if type(value) is set and all(is_const_value(x) for x in value):
+        if src is not None:
+            g.add("SET_MATCH", src, f"{src} == {g._const(frozenset(value))}")
+        from .variables.containers import SetVar
+
+        return SetVar([ConstVar(x) for x in value], source)
     if isinstance(value, (set, frozenset)):
         raise Unsupported("set from outside the frame")
     if type(type(value)) not in (type, abc.ABCMeta) and not dataclasses.is_dataclass(type(value)):

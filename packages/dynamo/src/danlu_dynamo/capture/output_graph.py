@@ -70,6 +70,7 @@ class OutputGraph:
         self.grad_mode_at_start = torch.is_grad_enabled()
         self._last_placeholder = None
         self.fake_mode = new_mode()
+        self.active_ctx: list = []  # autocast contexts entered for real while tracing
 
     # -------------------------------------------------------------- values
     def wrap(self, value, source: Source | None) -> Var:
@@ -198,15 +199,23 @@ class OutputGraph:
         self.graph.create_node("call_function", torch._C._set_grad_enabled, (mode,), {})
 
     def restore_global_state(self):
+        for ctx in reversed(self.active_ctx):
+            ctx.abandon()
+        self.active_ctx.clear()
         torch._C._set_grad_enabled(self.grad_mode_at_start)
 
     def num_ops(self) -> int:
-        return sum(
-            1
-            for n in self.graph.nodes
-            if n.op in ("call_function", "call_method", "call_module")
-            and n.target is not operator.getitem
-        )
+        """Tensor operations in the graph (unpacking a multi-output op is not one)."""
+        n_ops = 0
+        for n in self.graph.nodes:
+            if n.op not in ("call_function", "call_method"):
+                continue
+            if n.target is operator.getitem and not isinstance(
+                n.args[0].meta.get("val"), torch.Tensor
+            ):
+                continue
+            n_ops += 1
+        return n_ops
 
 
 class StructSeqVar(TupleVar):

@@ -32,7 +32,15 @@ from .variables.functions import (
     NestedFunctionVar,
     bind_args,
 )
-from .variables.objects import CellVar, GradModeVar, ModuleVar, ObjectVar, _class_attr, _CtxMethod
+from .variables.objects import (
+    AutocastVar,
+    CellVar,
+    GradModeVar,
+    ModuleVar,
+    ObjectVar,
+    _class_attr,
+    _CtxMethod,
+)
 from .variables.tensor import TensorVar
 
 PY312 = sys.version_info >= (3, 12)
@@ -746,7 +754,7 @@ class Translator:
     # ------------------------------------------------------------------ with blocks
     def BEFORE_WITH(self, inst):
         ctx = self.pop()
-        if isinstance(ctx, GradModeVar):
+        if isinstance(ctx, (GradModeVar, AutocastVar)):
             self.push(_CtxMethod(ctx, "exit"))
             self.push(ctx.enter(self))
             return

@@ -651,6 +651,15 @@ _TORCH_SPECIAL = {
     torch.compiler.is_dynamo_compiling: _const_result(True),
     torch.set_grad_enabled: _set_grad_enabled,
 }
+
+
+def _fastpath_enabled(tx):
+    v = torch.backends.mha.get_fastpath_enabled()
+    tx.output.guards.add("GLOBAL_STATE", "", f"torch.backends.mha.get_fastpath_enabled() is {v!r}")
+    return ConstVar(v)
+
+
+_TORCH_SPECIAL[torch.backends.mha.get_fastpath_enabled] = _fastpath_enabled
 _fx_wrapped = getattr(getattr(torch, "_utils", None), "is_compiling", None)
 if _fx_wrapped is not None:
     _TORCH_SPECIAL[_fx_wrapped] = _const_result(True)
@@ -679,6 +688,7 @@ _TORCH_DENY_PREFIXES = (
     "torch.library",
     "torch.cpu",
 )
+_TORCH_DENY_DOTTED = tuple(p + "." for p in _TORCH_DENY_PREFIXES)
 _TORCH_DENY = {
     torch.manual_seed,
     torch.seed,
@@ -761,7 +771,7 @@ class TorchFnVar(Var):
         if special is not None:
             return special(tx, *args, **kwargs)
         mod = getattr(fn, "__module__", "") or ""
-        if fn in _TORCH_DENY or mod.startswith(_TORCH_DENY_PREFIXES):
+        if fn in _TORCH_DENY or mod in _TORCH_DENY_PREFIXES or mod.startswith(_TORCH_DENY_DOTTED):
             raise Unsupported(f"torch function {getattr(fn, '__qualname__', fn)} is not captured")
         if getattr(fn, "__wrapped__", None) is not None and not isinstance(
             fn, types.BuiltinFunctionType

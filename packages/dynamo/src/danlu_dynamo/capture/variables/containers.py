@@ -301,6 +301,11 @@ class SetVar(Var):
             self.add(i)
         self.source = source
 
+    def getattr(self, tx, name):
+        from .functions import BoundVarMethod
+
+        return BoundVarMethod(self, name)
+
     def add(self, v):
         if not v.is_const():
             raise Unsupported("set of non-constants")
@@ -322,6 +327,16 @@ class SetVar(Var):
         if name == "add" and self.source is None:
             self.add(args[0])
             return ConstVar(None)
+        if name in ("union", "intersection", "difference", "issubset", "issuperset") and all(
+            a.is_const() or isinstance(a, SetVar) for a in args
+        ):
+            mine = {i.const() for i in self.items}
+            others = [
+                {i.const() for i in a.items} if isinstance(a, SetVar) else set(a.const())
+                for a in args
+            ]
+            r = getattr(mine, name)(*others)
+            return ConstVar(r) if isinstance(r, bool) else SetVar([ConstVar(x) for x in r])
         if name == "__len__":
             return ConstVar(len(self.items))
         raise Unsupported(f"set.{name}")

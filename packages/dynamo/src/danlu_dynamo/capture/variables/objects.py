@@ -721,3 +721,63 @@ class SuperVar(Var):
 class _NoOp(Var):
     def call(self, tx, args, kwargs):
         return ConstVar(None)
+
+
+class AutocastVar(Var):
+    """``torch.autocast(...)`` as a context manager: entered for real while tracing (so example
+    values get autocast dtypes) and recorded as ``_enter_autocast``/``_exit_autocast`` nodes."""
+
+    def __init__(self, device_type, dtype, enabled, cache_enabled):
+        self.args = (device_type, dtype, enabled, cache_enabled)
+        self.node = None
+        self.real = None
+
+    def enter(self, tx):
+        from torch.amp import autocast_mode
+
+        self.real = autocast_mode._enter_autocast(*self.args)
+        tx.output.active_ctx.append(self)
+        self.node = tx.output.graph.create_node(
+            "call_function", autocast_mode._enter_autocast, self.args, {}
+        )
+        return ConstVar(None)
+
+    def exit(self, tx):
+        from torch.amp import autocast_mode
+
+        autocast_mode._exit_autocast(self.real)
+        tx.output.active_ctx.remove(self)
+        tx.output.graph.create_node("call_function", autocast_mode._exit_autocast, (self.node,), {})
+        return ConstVar(False)
+
+    def abandon(self):
+        from torch.amp import autocast_mode
+
+        autocast_mode._exit_autocast(self.real)
+
+    def getattr(self, tx, name):
+        if name == "__enter__":
+            return _CtxMethod(self, "enter")
+        if name == "__exit__":
+            return _CtxMethod(self, "exit")
+        raise Unsupported(f"autocast attribute {name}")
+
+    def reconstruct(self, cg):
+        raise Unsupported("autocast context alive at a graph break")
+
+
+class AutocastClassVar(ClassVar):
+    def call(self, tx, args, kwargs):
+        if not all(a.is_const() for a in args) or not all(v.is_const() for v in kwargs.values()):
+            raise Unsupported("autocast with non-constant arguments")
+        a = [x.const() for x in args]
+        k = {n: v.const() for n, v in kwargs.items()}
+        if self.cls is torch.autocast:
+            bound = inspect.signature(torch.autocast.__init__).bind(None, *a, **k)
+            bound.apply_defaults()
+            p = bound.arguments
+            return AutocastVar(p["device_type"], p["dtype"], p["enabled"], p["cache_enabled"])
+        bound = inspect.signature(self.cls.__init__).bind(None, *a, **k)
+        bound.apply_defaults()
+        p = bound.arguments
+        return AutocastVar("cpu", p.get("dtype"), p.get("enabled", True), p.get("cache_enabled"))
