@@ -35,7 +35,22 @@ BASE_FLAGS = [
 
 def opt_flags() -> list[str]:
     level = os.environ.get("DANLU_CPP_OPT", "-O3")
-    return [level, "-march=native"]
+    flags = [level, "-march=native"]
+    if _has_avx512():
+        flags.append("-mprefer-vector-width=512")  # gcc defaults to 256-bit vectors
+    return flags
+
+
+@functools.cache
+def _has_avx512() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return " avx512f " in line + " "
+    except OSError:
+        pass
+    return False
 
 
 def cache_dir() -> pathlib.Path:

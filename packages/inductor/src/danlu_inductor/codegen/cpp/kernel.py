@@ -39,7 +39,7 @@ class Scope:
         self.parent = parent
 
 
-_NAME = re.compile(r"\b(tmp\d+|idx\d+|r\d+)\b")
+_NAME = re.compile(r"\b(tmp\d+|idx\d+|r\d+|x\d+)\b")
 
 
 class CppKernel:
@@ -56,6 +56,7 @@ class CppKernel:
         self.n = 0
         self.uses_indirect = False
         self.inner_vars: set[str] = set()
+        self.inner_x = None  # innermost loop variable of a pointwise kernel (for hoisting)
         self.overrides = CppOverrides(self)
         self._plan_loops()
         # kernel-local buffers written in one reduction-space loop and read in a later one
@@ -109,7 +110,7 @@ class CppKernel:
 
     def _inner_dependent(self, expr: str) -> bool:
         for m in _NAME.findall(expr):
-            if m[0] == "r" or m in self.inner_vars:
+            if m[0] == "r" or m in self.inner_vars or m == self.inner_x:
                 return True
         return False
 
@@ -196,6 +197,10 @@ class CppKernel:
         g = self.g
         body = Scope()
         self.scope = body
+        if not g.has_reduction and len(self.xsizes) >= 2:
+            self.inner_x = self.xvars[-1].name
+            self.pw_inner = Scope(body)
+            self.scope = self.pw_inner
         xn = 1
         for s in self.xsizes:
             xn *= s
@@ -222,7 +227,23 @@ class CppKernel:
             ct = value_ctype(self.buffer_dtype[name])
             inner.insert(0, f"alignas(64) {ct} scratch_{name}[{rn_decl}];")
         lines = []
-        if not g.has_reduction:
+        if not g.has_reduction and len(self.xsizes) >= 2:
+            # outer loops (threads) / per-outer-index invariants / innermost simd loop
+            innermost = _loop_nest(
+                self.xvars[-1:],
+                self.xsizes[-1:],
+                self.pw_inner.lines,
+                parallel=False,
+                simd_inner=True,
+            )
+            lines += _loop_nest(
+                self.xvars[:-1],
+                self.xsizes[:-1],
+                inner + innermost,
+                parallel=xn >= PARALLEL_THRESHOLD,
+                simd_inner=False,
+            )
+        elif not g.has_reduction:
             lines += _loop_nest(
                 self.xvars, self.xsizes, inner, parallel=xn >= PARALLEL_THRESHOLD, simd_inner=True
             )

@@ -1,0 +1,1 @@
+"""Triton code generation: one ``@triton.jit`` kernel per fused group (in progress)."""
