@@ -44,7 +44,6 @@ aten = torch.ops.aten
 
 #: Canonical ops deliberately left as ATen at the prims level, with the reason.
 NOT_DECOMPOSED: dict[torch._ops.OpOverload, str] = {
-    aten.i0.default: "no prim: rare Bessel function; a backend calls eager for it",
     aten._local_scalar_dense.default: "reads a value back to Python: leaves the graph",
     aten._scaled_dot_product_efficient_attention.default: "GPU attention kernel returning RNG state; not mapped yet",
     aten._scaled_dot_product_efficient_attention_backward.default: "GPU attention backward; not mapped yet",

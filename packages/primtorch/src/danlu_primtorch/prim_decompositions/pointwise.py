@@ -48,6 +48,7 @@ _FLOAT_UNARY = {
     aten.erfinv.default: P.erfinv,
     aten.lgamma.default: P.lgamma,
     aten.digamma.default: P.digamma,
+    aten.i0.default: P.i0,
     aten.reciprocal.default: P.reciprocal,
 }
 

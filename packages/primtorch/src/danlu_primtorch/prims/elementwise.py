@@ -92,6 +92,7 @@ UNARY = {
         None,
         "d/da log(Gamma(a)); -inf at +0, +inf at -0, NaN at negative integers.",
     ),
+    "i0": (torch.i0, FLOAT, None, "Modified Bessel function of the first kind, order 0."),
     "floor": (torch.floor, FLOAT, None, "Largest integral value <= a."),
     "ceil": (torch.ceil, FLOAT, None, "Smallest integral value >= a."),
     "round": (torch.round, FLOAT, None, "Nearest integral value, ties to even."),
