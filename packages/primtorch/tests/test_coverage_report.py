@@ -14,7 +14,8 @@ aten = torch.ops.aten
 def test_classify():
     assert report.classify(aten.add.Tensor) == "canonical -> prims"
     assert report.classify(aten.gelu.default) == "decomposed"
-    assert report.classify(aten.add_.Tensor) == "not handled"
+    assert report.classify(aten.add_.Tensor) == "mutating (functionalize)"
+    assert report.classify(aten.nonzero.default) == "not handled"
 
 
 def test_counts_reach_the_target():

@@ -43,6 +43,10 @@ def classify(op, canonical_table=None, prim_table=None) -> str:
         return "canonical -> prims" if op in prim_table else "canonical"
     if op in canonical_table:
         return "decomposed"
+    if op._schema.is_mutable:
+        # in-place and out= variants: functionalisation rewrites them to their functional op
+        # before decomposition, so they are not table entries
+        return "mutating (functionalize)"
     return "not handled"
 
 
@@ -118,10 +122,14 @@ def summary(results: dict | None) -> list[str]:
             f"{len(by_op)} decomposed overloads exercised"
         )
         seen = [n for n in results["ops_seen"] if n.startswith("aten.")]
-        handled = sum(
-            1 for n in seen if (o := _resolve(n)) is not None and classify(o) != "not handled"
-        )
-        lines.append(f"ATen overloads reached by OpInfo samples: {len(seen)}, handled: {handled}")
+        status: dict[str, int] = {}
+        canon, prim = decomposition_table("canonical"), _prim_table()
+        for n in seen:
+            o = _resolve(n)
+            st = classify(o, canon, prim) if o is not None else "missing in this torch"
+            status[st] = status.get(st, 0) + 1
+        parts = ", ".join(f"{k}: {v}" for k, v in sorted(status.items()))
+        lines.append(f"ATen overloads reached by OpInfo samples: {len(seen)} ({parts})")
         if results.get("leaks"):
             lines.append(f"decompositions leaving non-canonical ops: {results['leaks']}")
     return lines

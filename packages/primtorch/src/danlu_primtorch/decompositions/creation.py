@@ -253,3 +253,42 @@ def tril_indices(row, col, offset=0, *, dtype=None, layout=None, device=None, pi
 @register(aten.triu_indices.default)
 def triu_indices(row, col, offset=0, *, dtype=None, layout=None, device=None, pin_memory=None):
     return _tri_indices(row, col, offset, True, dtype or torch.int64, device)
+
+
+@register(aten.linspace.Tensor_Tensor, aten.linspace.Tensor_Scalar, aten.linspace.Scalar_Tensor)
+def linspace_tensor(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None):
+    dtype = dtype or torch.get_default_dtype()
+    compute = torch.float64 if not dtype.is_floating_point else dtype
+    if steps <= 1:
+        v = (
+            start
+            if isinstance(start, torch.Tensor)
+            else aten.scalar_tensor.default(start, dtype=compute)
+        )
+        return to_dtype(
+            aten.expand.default(aten.view.default(to_dtype(v, compute), [1]), [steps]), dtype
+        )
+    s = to_dtype(start, compute) if isinstance(start, torch.Tensor) else start
+    e = to_dtype(end, compute) if isinstance(end, torch.Tensor) else end
+    i = aten.arange.start_step(0, steps, 1, dtype=compute, device=device)
+    step = aten.div.Tensor(
+        aten.sub.Tensor(e, s) if isinstance(e, torch.Tensor) else aten.rsub.Scalar(s, e), steps - 1
+    )
+    fwd = aten.add.Tensor(aten.mul.Tensor(i, step), s)
+    bwd = (
+        aten.sub.Tensor(e, aten.mul.Tensor(aten.rsub.Scalar(i, steps - 1), step))
+        if isinstance(e, torch.Tensor)
+        else aten.rsub.Scalar(aten.mul.Tensor(aten.rsub.Scalar(i, steps - 1), step), e)
+    )
+    out = where(aten.lt.Scalar(i, steps // 2), fwd, bwd)
+    return to_dtype(out, dtype)
+
+
+@register(aten.logspace.Tensor_Tensor, aten.logspace.Tensor_Scalar, aten.logspace.Scalar_Tensor)
+def logspace_tensor(
+    start, end, steps, base=10.0, *, dtype=None, layout=None, device=None, pin_memory=None
+):
+    dtype = dtype or torch.get_default_dtype()
+    compute = torch.float64 if not dtype.is_floating_point else dtype
+    exps = linspace_tensor(start, end, steps, dtype=compute, device=device)
+    return to_dtype(aten.pow.Scalar(base, exps), dtype)

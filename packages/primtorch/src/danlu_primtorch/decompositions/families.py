@@ -6,6 +6,7 @@ from danlu_primtorch.decompositions import (  # noqa: F401
     indexing,
     losses,
     matmul,
+    misc,
     norms,
     pointwise,
     pooling,

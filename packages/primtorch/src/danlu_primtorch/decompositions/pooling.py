@@ -380,3 +380,43 @@ def adaptive_max_pool2d_backward(grad_output, self, indices):
 @register(aten.adaptive_max_pool3d_backward.default)
 def adaptive_max_pool3d_backward(grad_output, self, indices):
     return _scatter_to_input(grad_output, indices, self, 3)
+
+
+@register(aten.im2col.default)
+def im2col(self, kernel_size, dilation, padding, stride):
+    batched = self.dim() == 4
+    x = self if batched else aten.unsqueeze.default(self, 0)
+    w = _sliding(
+        x,
+        2,
+        _tuple(kernel_size, 2),
+        _tuple(stride, 2),
+        _tuple(padding, 2),
+        _tuple(dilation, 2),
+        False,
+    )
+    vals = w.read(0)  # [N, C, oH, oW, kH*kW]
+    n, c, oh, ow, kk = vals.shape
+    cols = aten.permute.default(vals, [0, 1, 4, 2, 3])
+    out = aten.view.default(
+        aten.clone.default(cols, memory_format=torch.contiguous_format), [n, c * kk, oh * ow]
+    )
+    return out if batched else aten.squeeze.dims(out, [0])
+
+
+@register(aten.col2im.default)
+def col2im(self, output_size, kernel_size, dilation, padding, stride):
+    batched = self.dim() == 3
+    cols = self if batched else aten.unsqueeze.default(self, 0)
+    k, d, p, s = _tuple(kernel_size, 2), _tuple(dilation, 2), _tuple(padding, 2), _tuple(stride, 2)
+    n = cols.shape[0]
+    c = cols.shape[1] // (k[0] * k[1])
+    like = zeros([n, c] + list(output_size), cols)
+    w = _sliding(like, 2, k, s, p, d, False)
+    oh, ow = w.idx[0].shape[0], w.idx[1].shape[0]
+    g = aten.view.default(cols, [n, c, k[0] * k[1], oh, ow])
+    g = aten.permute.default(g, [0, 1, 3, 4, 2])  # [N, C, oH, oW, K] like the window reads
+    valid = w._to_out_k(w._valid_grid())
+    g = where(valid, g, 0)
+    out = _scatter_to_input(g, w.flat_index(), like, 2)
+    return out if batched else aten.squeeze.dims(out, [0])
