@@ -18,6 +18,9 @@ ROOT = pathlib.Path(__file__).parent
 CONSTRAINTS = ("-c", str(ROOT / "constraints.txt"))
 
 nox.options.default_venv_backend = "venv"
+# Byte-compiling torch's thousands of files at install costs more than compiling the few that
+# the tests import, lazily.
+os.environ.setdefault("PIP_NO_COMPILE", "1")
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["lint", "tests"]
 
