@@ -132,6 +132,7 @@ def isinf(x):
 # ------------------------------------------------------------------- libdevice math
 
 _UNARY = (
+    "exp exp2 log log2 sqrt sin cos erf "
     "tanh log1p expm1 lgamma asin acos atan sinh cosh tan asinh acosh atanh erfc log10 "
     "trunc nearbyint"
 ).split()
@@ -142,6 +143,13 @@ if INTERPRET:
     from triton.runtime.interpreter import TensorHandle
 
     _NP = {
+        "exp": np.exp,
+        "exp2": np.exp2,
+        "log": np.log,
+        "log2": np.log2,
+        "sqrt": np.sqrt,
+        "sin": np.sin,
+        "cos": np.cos,
         "tanh": np.tanh,
         "log1p": np.log1p,
         "expm1": np.expm1,
@@ -175,6 +183,12 @@ if INTERPRET:
 
         return np.vectorize(math.erfc, otypes=[d.dtype])(d)
 
+    def _erf(d):
+        import math
+
+        return np.vectorize(math.erf, otypes=[d.dtype])(d)
+
+    _NP["erf"] = _erf
     _NP["lgamma"] = _lgamma
     _NP["erfc"] = _erfc
 
@@ -192,6 +206,38 @@ if INTERPRET:
     for _name in _UNARY + _BINARY:
         globals()[_name] = _np_op(_NP[_name])
 else:
+
+    @triton.jit
+    def exp(x):
+        return libdevice.exp(x)
+
+    @triton.jit
+    def exp2(x):
+        return libdevice.exp2(x)
+
+    @triton.jit
+    def log(x):
+        return libdevice.log(x)
+
+    @triton.jit
+    def log2(x):
+        return libdevice.log2(x)
+
+    @triton.jit
+    def sqrt(x):
+        return libdevice.sqrt(x)
+
+    @triton.jit
+    def sin(x):
+        return libdevice.sin(x)
+
+    @triton.jit
+    def cos(x):
+        return libdevice.cos(x)
+
+    @triton.jit
+    def erf(x):
+        return libdevice.erf(x)
 
     @triton.jit
     def tanh(x):

@@ -1,0 +1,235 @@
+"""The Triton backend's face to the wrapper, mirroring ``CppBackend``.
+
+``make_kernel(group, name, buffer_dtypes, local_buffers)`` writes one ``@triton.jit``
+kernel; ``build(names, sources, nargs)`` writes them into one module on disk (Triton reads
+kernel source through ``inspect``), imports it and returns one ``TritonLauncher`` per
+kernel. A launcher takes the kernel's buffers as torch tensors, in ``params`` order, plus
+the int64 error-flag tensor when ``uses_err``; it picks its launch config from the sizes
+(and, on a GPU, times a few candidates on first call, remembered per kernel and size).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import pathlib
+import sys
+from dataclasses import dataclass, field
+
+from danlu_inductor.codegen.triton.heuristics import (
+    Config,
+    candidate_configs,
+    heuristic_config,
+)
+from danlu_inductor.codegen.triton.kernel import TritonKernel
+
+log = logging.getLogger("danlu_inductor")
+
+MODULE_HEADER = """\
+# danlu_inductor Triton kernels
+import triton
+import triton.language as tl
+
+from danlu_inductor.codegen.triton import device_math as dm
+
+
+"""
+
+
+@dataclass
+class TritonKernelArtifact:
+    name: str
+    source: str
+    params: list[str]  # buffer names, in the kernel's pointer-argument order
+    uses_err: bool
+    kind: str = "pointwise"
+    xnumel: int = 1
+    rnumel: int = 1
+    signature: dict = field(default_factory=dict)
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def cache_root() -> pathlib.Path:
+    root = os.environ.get("DANLU_CACHE_DIR")
+    base = pathlib.Path(root) if root else pathlib.Path.home() / ".cache" / "danlu"
+    path = base / "inductor" / "triton"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class TritonBackend:
+    name = "triton"
+
+    def make_kernel(self, group, name, buffer_dtypes, local_buffers) -> TritonKernelArtifact:
+        k = TritonKernel(group, name, buffer_dtypes, local_buffers)
+        source = k.codegen()
+        return TritonKernelArtifact(
+            name,
+            source,
+            list(k.params),
+            k.uses_err,
+            k.kind,
+            k.xnumel,
+            k.rnumel,
+            k.signature(),
+        )
+
+    def build(self, kernel_names, kernel_sources, nargs=None):
+        """-> ({name: TritonLauncher}, module path, module source)."""
+        if not kernel_names:
+            return {}, None, ""
+        source = MODULE_HEADER + "\n\n".join(kernel_sources)
+        module, path = load_module(source)
+        fns = {n: TritonLauncher(getattr(module, n)) for n in kernel_names}
+        _maybe_dump(source)
+        return fns, path, source
+
+
+def load_module(source: str):
+    """Write ``source`` to the cache (atomic rename) and import it."""
+    key = hashlib.sha256(source.encode()).hexdigest()[:24]
+    path = cache_root() / f"k_{key}.py"
+    if not path.exists() or path.read_text() != source:
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    mod_name = f"danlu_triton_{key}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name], path
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)
+    return module, path
+
+
+def _maybe_dump(source):
+    root = os.environ.get("DANLU_DEBUG_DIR")
+    if not root:
+        return
+    d = pathlib.Path(root)
+    d.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(source.encode()).hexdigest()[:12]
+    (d / f"triton_kernels_{key}.py").write_text(source)
+
+
+# ---------------------------------------------------------------------- launching
+
+_TUNED: dict[str, Config] = {}
+
+
+def _tuning_file() -> pathlib.Path:
+    return cache_root() / "autotune.json"
+
+
+def _load_tuned():
+    if _TUNED:
+        return
+    try:
+        raw = json.loads(_tuning_file().read_text())
+    except (OSError, ValueError):
+        return
+    for k, v in raw.items():
+        _TUNED[k] = Config(v["XBLOCK"], v.get("RBLOCK"), v["num_warps"])
+
+
+def _save_tuned():
+    data = {
+        k: {"XBLOCK": c.XBLOCK, "RBLOCK": c.RBLOCK, "num_warps": c.num_warps}
+        for k, c in _TUNED.items()
+    }
+    tmp = _tuning_file().with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, _tuning_file())
+
+
+class TritonLauncher:
+    """Launches one generated kernel; ``config`` is fixed after the first call, so later
+    calls are a plain launch (no sync, no allocation): safe to capture in a CUDA graph."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        meta = fn.danlu_meta
+        self.kind = meta["kind"]
+        self.xnumel = meta["xnumel"]
+        self.rnumel = meta["rnumel"]
+        self.params = meta["params"]
+        self.uses_err = meta["uses_err"]
+        self.signature = meta["signature"]
+        self.config: Config | None = None
+        src = getattr(fn, "src", "") or ""
+        self.key = hashlib.sha256(
+            f"{src}|{self.kind}|{self.xnumel}|{self.rnumel}".encode()
+        ).hexdigest()[:32]
+
+    def grid(self, cfg: Config):
+        return ((self.xnumel + cfg.XBLOCK - 1) // cfg.XBLOCK,)
+
+    def _launch(self, cfg: Config, args):
+        sizes = [self.xnumel] + ([self.rnumel] if self.kind != "pointwise" else [])
+        self.fn[self.grid(cfg)](*args, *sizes, **cfg.kwargs(), num_warps=cfg.num_warps)
+
+    def __call__(self, *args):
+        if self.config is None:
+            self.config = self._choose(args)
+        self._launch(self.config, args)
+
+    def _choose(self, args) -> Config:
+        heuristic = heuristic_config(self.kind, self.xnumel, self.rnumel)
+        on_gpu = any(getattr(a, "is_cuda", False) for a in args)
+        if interpreting() or not on_gpu:
+            return heuristic
+        _load_tuned()
+        if self.key in _TUNED:
+            return _TUNED[self.key]
+        best = self._autotune(args)
+        _TUNED[self.key] = best
+        try:
+            _save_tuned()
+        except OSError as e:  # pragma: no cover - read-only cache dir
+            log.info("danlu_inductor: autotune cache not written: %s", e)
+        return best
+
+    def _autotune(self, args) -> Config:
+        from triton.testing import do_bench
+
+        # time on copies: the wrapper may alias an output with a dying input (in place)
+        scratch = [a.clone() for a in args]
+        timings = []
+        for cfg in candidate_configs(self.kind, self.xnumel, self.rnumel):
+            try:
+                t = do_bench(lambda cfg=cfg: self._launch(cfg, scratch), warmup=5, rep=20)
+            except Exception as e:  # a config can exceed shared memory or registers
+                log.debug("danlu_inductor: config %s failed: %s", cfg, e)
+                continue
+            timings.append((t, cfg))
+        if not timings:
+            return heuristic_config(self.kind, self.xnumel, self.rnumel)
+        return min(timings, key=lambda tc: tc[0])[1]
+
+
+def compile_group_triton(group, name, buffer_dtypes, local_buffers=frozenset()):
+    """One fused group -> (artifact, launcher). For tests and the wrapper integration."""
+    backend = TritonBackend()
+    art = backend.make_kernel(group, name, buffer_dtypes, set(local_buffers))
+    fns, _, _ = backend.build([name], [art.source])
+    return art, fns[name]
+
+
+def aot_compile(artifact: TritonKernelArtifact, launcher: TritonLauncher, arch=90):
+    """Compile a generated kernel ahead of time for ``sm_<arch>`` (no GPU needed)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    cfg = heuristic_config(artifact.kind, artifact.xnumel, artifact.rnumel)
+    src = ASTSource(fn=launcher.fn, signature=dict(artifact.signature), constexprs=cfg.kwargs())
+    return triton.compile(
+        src, target=GPUTarget("cuda", arch, 32), options={"num_warps": cfg.num_warps}
+    )

@@ -1,0 +1,64 @@
+"""Launch configurations: one heuristic pick from the sizes, plus a few candidates that
+the GPU autotuner times on first call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+@dataclass(frozen=True)
+class Config:
+    XBLOCK: int
+    RBLOCK: int | None
+    num_warps: int
+
+    def kwargs(self) -> dict:
+        out = {"XBLOCK": self.XBLOCK}
+        if self.RBLOCK is not None:
+            out["RBLOCK"] = self.RBLOCK
+        return out
+
+
+def _warps(elements: int) -> int:
+    return max(1, min(8, elements // 256))
+
+
+def heuristic_config(kind: str, xnumel: int, rnumel: int) -> Config:
+    if kind == "pointwise":
+        xb = min(1024, next_power_of_2(max(xnumel, 1)))
+        return Config(xb, None, _warps(xb))
+    if kind == "persistent_reduction":
+        rb = next_power_of_2(max(rnumel, 1))
+        xb = max(1, min(next_power_of_2(max(xnumel, 1)), 4096 // rb, 64))
+        return Config(xb, rb, _warps(xb * rb))
+    rb = min(2048, next_power_of_2(max(rnumel, 1)))
+    return Config(1, rb, _warps(rb))
+
+
+def candidate_configs(kind: str, xnumel: int, rnumel: int) -> list[Config]:
+    """The heuristic pick first, then variants (deduplicated, blocks within the sizes)."""
+    base = heuristic_config(kind, xnumel, rnumel)
+    cands = [base]
+    xcap = next_power_of_2(max(xnumel, 1))
+    if kind == "pointwise":
+        for xb, w in ((256, 2), (512, 4), (1024, 4), (2048, 8)):
+            cands.append(Config(min(xb, max(xcap, 16)), None, w))
+    elif kind == "persistent_reduction":
+        rb = base.RBLOCK
+        for xb in (1, 2, 8, 32):
+            xb = max(1, min(xb, xcap))
+            for w in (_warps(xb * rb), 8 if xb * rb >= 2048 else 2):
+                cands.append(Config(xb, rb, w))
+    else:
+        rcap = next_power_of_2(max(rnumel, 1))
+        for xb, rb, w in ((1, 1024, 4), (1, 4096, 8), (8, 512, 4), (64, 16, 4), (32, 64, 4)):
+            cands.append(Config(max(1, min(xb, xcap)), min(rb, rcap), w))
+    out = []
+    for c in cands:
+        if c not in out:
+            out.append(c)
+    return out

@@ -1,0 +1,564 @@
+"""One fused group -> one ``@triton.jit`` kernel.
+
+Pointwise groups flatten their outer space X into one axis of ``XBLOCK`` lanes per program.
+Reduction groups are 2-D blocks ``[XBLOCK, RBLOCK]``: rows are outer indices, columns walk
+the reduction space R. A reduction is *persistent* (all of R in one block, RBLOCK = next
+power of two >= rnumel) when rnumel <= ``PERSISTENT_MAX_RNUMEL``, else *looped* (one loop
+over R per phase, per-lane accumulators combined after the loop).
+
+Values computed in the kernel are never re-read from memory inside it (another lane may own
+the element): a later phase of a looped reduction recomputes what it needs from its loads.
+Masks guard ragged edges; every load/store's mask matches the dims its pointer spans.
+"""
+
+from __future__ import annotations
+
+import sympy
+import torch
+
+from danlu_inductor.codegen.triton.overrides import TritonOverrides, TVar
+from danlu_inductor.codegen.triton.printer import (
+    SIGNATURE_TYPE,
+    TL_DTYPE,
+    compute_dtype,
+    constant,
+    literal,
+    texpr,
+    tl_compute,
+)
+from danlu_inductor.ir.ops import V
+from danlu_inductor.ir.symbols import to_int
+
+PERSISTENT_MAX_RNUMEL = 1024
+INT32_MAX = 2**31 - 1
+BIG_INDEX = 2**62
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+class Block:
+    """Straight-line code at one nesting level (the kernel body or one reduction loop)."""
+
+    def __init__(self, parent=None):
+        self.parent = parent
+        self.lines: list[str] = []
+        self.cache: dict[str, TVar] = {}
+
+    def lookup(self, expr):
+        b = self
+        while b is not None:
+            if expr in b.cache:
+                return b.cache[expr]
+            b = b.parent
+        return None
+
+    def sees(self, other) -> bool:
+        b = self
+        while b is not None:
+            if b is other:
+                return True
+            b = b.parent
+        return False
+
+
+class TritonKernel:
+    def __init__(self, group, kernel_name: str, buffer_dtype, local_buffers: set[str]):
+        self.g = group
+        self.kernel_name = kernel_name
+        self.buffer_dtype = buffer_dtype
+        self.local_buffers = set(local_buffers)
+        self.xsizes = [to_int(s) for s in group.xsizes]
+        self.rsizes = [to_int(s) for s in group.rsizes]
+        self.xnumel = _prod(self.xsizes)
+        self.rnumel = _prod(self.rsizes)
+        self.is_reduction = group.has_reduction
+        self.persistent = self.is_reduction and self.rnumel <= PERSISTENT_MAX_RNUMEL
+        if not self.is_reduction:
+            self.kind = "pointwise"
+        else:
+            self.kind = "persistent_reduction" if self.persistent else "reduction"
+        self.params: dict[str, str] = {}
+        self.param_out: dict[str, bool] = {}
+        self.uses_err = False
+        self.n = 0
+        self.top = Block()
+        self.block = self.top
+        self.loop_pre: list[str] | None = None  # accumulator inits of the open loop
+        self.writer = {n.name: n for n in group.nodes}
+        self.values: dict[str, tuple[TVar, Block]] = {}
+        self.sym_dims: dict[str, frozenset] = {}
+        for v in group.xvars:
+            self.sym_dims[v.name] = frozenset("x")
+        for v in group.rvars:
+            self.sym_dims[v.name] = frozenset("r")
+        self.ops = TritonOverrides(self)
+        self.ctx_dims = frozenset("x")  # dims of the member being generated
+        self.index64 = self._needs_int64()
+
+    def _needs_int64(self) -> bool:
+        sizes = [self.xnumel * max(self.rnumel, 1)]
+        for n in self.g.nodes:
+            for name in n.read_names | {n.name}:
+                dt = self.buffer_dtype.get(name)
+                if dt is not None:
+                    sizes.append(self._buffer_numel(name))
+        return max(sizes) > INT32_MAX
+
+    def _buffer_numel(self, name):
+        node = self.writer.get(name)
+        if node is not None:
+            return node.numel * max(node.rnumel, 1) if not node.is_reduction else node.numel
+        return 0  # graph inputs: bounded by the index expressions' ranges below
+
+    # ------------------------------------------------------------------ emitting
+    def emit(self, expr: str, dtype, dims) -> TVar:
+        hit = self.block.lookup(expr)
+        if hit is not None and hit.dtype == dtype:
+            return hit
+        name = f"tmp{self.n}"
+        self.n += 1
+        var = TVar(name, dtype, frozenset(dims))
+        self.block.lines.append(f"{name} = {expr}")
+        self.block.cache[expr] = var
+        return var
+
+    def line(self, text):
+        self.block.lines.append(text)
+
+    def new_name(self, prefix):
+        name = f"{prefix}{self.n}"
+        self.n += 1
+        return name
+
+    def dims_of(self, expr) -> frozenset:
+        out = set()
+        for s in sympy.sympify(expr).free_symbols:
+            out |= self.sym_dims.get(s.name, frozenset())
+        return frozenset(out)
+
+    def shape(self, dims) -> str:
+        if not self.is_reduction:
+            return "[XBLOCK]"
+        return {
+            frozenset(): "[1, 1]",
+            frozenset("x"): "[XBLOCK, 1]",
+            frozenset("r"): "[1, RBLOCK]",
+            frozenset("xr"): "[XBLOCK, RBLOCK]",
+        }[frozenset(dims)]
+
+    def mask(self, dims) -> str | None:
+        dims = frozenset(dims)
+        if not dims:
+            return None
+        if dims == frozenset("x"):
+            return "xmask"
+        if dims == frozenset("r"):
+            return "rmask"
+        return "xrmask"
+
+    def ptr(self, name, out=False):
+        if name not in self.params:
+            self.params[name] = f"{'out' if out else 'in'}_ptr{len(self.params)}"
+        if out:
+            self.param_out[name] = True
+        else:
+            self.param_out.setdefault(name, False)
+        return self.params[name]
+
+    # ------------------------------------------------------------------ memory
+    def load(self, name, index) -> TVar:
+        if name in self.writer:
+            return self._value_of(name)
+        dtype = self.buffer_dtype[name]
+        index = sympy.expand(index)
+        dims = self.dims_of(index)
+        ptr = f"{self.ptr(name)} + {texpr(index)}"
+        mask = self.mask(dims)
+        expr = f"tl.load({ptr})" if mask is None else f"tl.load({ptr}, {mask}, other=0)"
+        if compute_dtype(dtype) != dtype:
+            expr += ".to(tl.float32)"
+        return self.emit(expr, dtype, dims)
+
+    def _value_of(self, name) -> TVar:
+        got = self.values.get(name)
+        if got is not None and self.block.sees(got[1]):
+            return got[0]
+        node = self.writer[name]
+        if node.is_reduction:
+            raise AssertionError(f"{name}: reduction result read before it is computed")
+        # recompute (a value from an earlier loop of a looped reduction)
+        saved = self.ctx_dims
+        value, _ = self._compute(node, store=False)
+        self.ctx_dims = saved
+        return self.values[name][0] if name in self.values else value
+
+    def store(self, name, index, value: TVar, store_to_memory=True):
+        dtype = self.buffer_dtype[name]
+        held = value
+        if value.dtype != dtype:
+            held = self.ops.to_dtype(value, dtype)
+        elif dtype in (torch.float16, torch.bfloat16):
+            held = self.emit(f"{value}.to({TL_DTYPE[dtype]}).to(tl.float32)", dtype, value.dims)
+        self.values[name] = (held, self.block)
+        if not store_to_memory or name in self.local_buffers:
+            return
+        index = sympy.expand(index)
+        dims = self.dims_of(index)
+        offset = texpr(index)
+        ctx = self.ctx_dims
+        if dims != ctx:
+            offset = f"{offset} + tl.zeros({self.shape(ctx)}, tl.int32)"
+        v = held.name
+        if dtype == torch.bool and held.dtype != torch.bool:
+            v = f"({v} != 0)"
+        elif compute_dtype(dtype) != dtype or held.dtype != dtype:
+            v = f"{v}.to({TL_DTYPE[dtype]})"
+        self.line(f"tl.store({self.ptr(name, out=True)} + {offset}, {v}, {self.mask(ctx)})")
+
+    def indirect(self, v: TVar, size) -> sympy.Symbol:
+        """A gather index: wrapped like eager (negative counts from the end), checked, and
+        clamped so no lane reads out of bounds; a bad index sets the error flag the wrapper
+        turns into IndexError."""
+        self.uses_err = True
+        s = texpr(size)
+        dims = v.dims
+        i = self.emit(f"{v}.to(tl.int64)", torch.int64, dims)
+        i = self.emit(f"tl.where({i} < 0, {i} + {s}, {i})", torch.int64, dims)
+        bad = self.emit(f"({i} < 0) | ({i} >= {s})", torch.bool, dims)
+        m = self.mask(dims)
+        badm = f"{bad} & {m}" if m else bad
+        offs = f"tl.zeros({self.shape(dims)}, tl.int32)" if dims else "0"
+        self.line(
+            f"tl.store(err_ptr + {offs}, 1, {badm})" if dims else f"tl.store(err_ptr, 1, {badm})"
+        )
+        i = self.emit(f"tl.where({bad}, 0, {i})", torch.int64, dims)
+        sym = sympy.Symbol(i.name, integer=True, nonnegative=True)
+        self.sym_dims[i.name] = dims
+        return sym
+
+    # ------------------------------------------------------------------ node bodies
+    def _compute(self, node, store=True):
+        idx, ridx = self.g.index_of(node)
+        placement = self.g.placements[node.name]
+        self.ctx_dims = frozenset("x") if placement in ("x", "reduction") else frozenset("xr")
+        if not self.is_reduction:
+            self.ctx_dims = frozenset("x")
+        with V.set_handler(self.ops):
+            value = node.run_body(idx, ridx)
+        if not node.is_reduction:
+            self.store(node.name, node.write_index(idx), value, store_to_memory=store)
+        return value, (idx, ridx)
+
+    # ------------------------------------------------------------------ structure
+    def codegen(self) -> str:
+        g = self.g
+        self._prologue()
+        for kind, members in g.phases:
+            if kind == "x":
+                for n in members:
+                    self._compute(n)
+            elif self.persistent:
+                self._reduction_phase(members)
+            else:
+                self._looped_phase(members)
+        return self._assemble()
+
+    def _prologue(self):
+        pid = "tl.program_id(0).to(tl.int64)" if self.index64 else "tl.program_id(0)"
+        self.line(f"xoffset = {pid} * XBLOCK")
+        if self.is_reduction:
+            self.line("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
+        else:
+            self.line("xindex = xoffset + tl.arange(0, XBLOCK)")
+        self.line("xmask = xindex < xnumel")
+        self.lines_decompose("xindex", self.g.xvars, self.xsizes)
+        if self.persistent:
+            self.line("rindex = tl.arange(0, RBLOCK)[None, :]")
+            self.line("rmask = rindex < rnumel")
+            self.line("xrmask = xmask & rmask")
+            self.lines_decompose("rindex", self.g.rvars, self.rsizes)
+
+    def lines_decompose(self, flat, variables, sizes):
+        stride = 1
+        parts = []
+        for v, s in reversed(list(zip(variables, sizes))):
+            parts.append((v, s, stride))
+            stride *= s
+        for k, (v, s, st) in enumerate(reversed(parts)):
+            e = flat if st == 1 else f"({flat} // {st})"
+            if k > 0:
+                e = f"({e} % {s})"
+            self.line(f"{v.name} = {e}")
+
+    def _reduction_phase(self, members):
+        accs: dict[tuple, tuple] = {}
+        for n in members:
+            value, (idx, ridx) = self._compute(n)
+            if not n.is_reduction:
+                continue
+            rtype = n.node.data.reduction_type
+            result = self._reduce_persistent(n, rtype, value, ridx, accs)
+            self.ctx_dims = frozenset("x")
+            self.store(n.name, n.write_index(idx), result)
+
+    def _looped_phase(self, members):
+        outer = self.block
+        loop = Block(outer)
+        self.block = loop
+        pre: list[str] = []
+        post: list[tuple] = []
+        accs: dict[tuple, tuple] = {}
+        self.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
+        self.line("rmask = rindex < rnumel")
+        self.line("xrmask = xmask & rmask")
+        self.lines_decompose("rindex", self.g.rvars, self.rsizes)
+        for n in members:
+            value, (idx, ridx) = self._compute(n)
+            if n.is_reduction:
+                rtype = n.node.data.reduction_type
+                finish = self._reduce_looped(n, rtype, value, ridx, accs, pre)
+                post.append((n, idx, finish))
+        self.block = outer
+        outer.lines += pre
+        outer.lines.append("for roffset in range(0, rnumel, RBLOCK):")
+        outer.lines += ["    " + ln for ln in loop.lines]
+        for n, idx, finish in post:
+            result = finish()
+            self.ctx_dims = frozenset("x")
+            self.store(n.name, n.write_index(idx), result)
+
+    # ------------------------------------------------------------------ reductions
+    def _flat_rindex(self, n, ridx):
+        flat = sympy.Integer(0)
+        for r, s in zip(ridx, n.rranges):
+            flat = flat * s + r
+        return texpr(sympy.expand(flat))
+
+    def _acc_dtype(self, rtype, v: TVar):
+        if rtype.startswith("welford"):
+            return torch.float64 if v.dtype == torch.float64 else torch.float32
+        if v.dtype == torch.bool and rtype in ("sum", "prod", "max", "min", "argmax", "argmin"):
+            return torch.int8
+        return compute_dtype(v.dtype)
+
+    def _init(self, rtype, dt):
+        if rtype in ("sum", "any"):
+            return 0
+        if rtype in ("prod", "all"):
+            return 1
+        if rtype in ("max", "argmax"):
+            return float("-inf") if dt.is_floating_point else torch.iinfo(dt).min
+        if rtype in ("min", "argmin"):
+            return float("inf") if dt.is_floating_point else torch.iinfo(dt).max
+        raise NotImplementedError(rtype)
+
+    def _result_dtype(self, n, rtype):
+        src = n.node.data.src_dtype
+        if rtype in ("argmax", "argmin"):
+            return torch.int64
+        if rtype in ("any", "all"):
+            return torch.bool
+        return src
+
+    def _cast(self, v: TVar, dt) -> str:
+        if compute_dtype(v.dtype) == dt:
+            return v.name
+        if dt == torch.int8 and v.dtype == torch.bool:
+            return f"{v}.to(tl.int8)"
+        return f"{v}.to({TL_DTYPE[dt]})"
+
+    def _reduce_persistent(self, n, rtype, v: TVar, ridx, accs) -> TVar:
+        xd = frozenset("x")
+        if rtype in ("any", "all"):
+            vb = v.name if v.dtype == torch.bool else f"({v} != 0)"
+            fill = "0" if rtype == "any" else "1"
+            red = "tl.max" if rtype == "any" else "tl.min"
+            e = f"{red}(tl.where(xrmask, {vb}.to(tl.int8), {fill}), 1)[:, None] != 0"
+            return self.emit(e, torch.bool, xd)
+        if rtype.startswith("welford"):
+            key = ("welford", v.name)
+            if key not in accs:
+                dt = self._acc_dtype(rtype, v)
+                tdt = TL_DTYPE[dt]
+                vv = self.emit(f"{self._cast(v, dt)} + tl.zeros([XBLOCK, RBLOCK], {tdt})", dt, "xr")
+                s = self.emit(f"tl.sum(tl.where(xrmask, {vv}, 0.0), 1)[:, None]", dt, xd)
+                mean = self.emit(f"{s} / {self.rnumel}", dt, xd)
+                d = self.emit(f"tl.where(xrmask, {vv} - {mean}, 0.0)", dt, "xr")
+                m2 = self.emit(f"tl.sum({d} * {d}, 1)[:, None]", dt, xd)
+                accs[key] = (mean, m2)
+            mean, m2 = accs[key]
+            out = mean if rtype == "welford_mean" else m2
+            return TVar(out.name, self._result_dtype(n, rtype), xd)
+        dt = self._acc_dtype(rtype, v)
+        init = constant(self._init(rtype, dt), dt)
+        masked = self.emit(f"tl.where(xrmask, {self._cast(v, dt)}, {init})", dt, "xr")
+        rdt = self._result_dtype(n, rtype)
+        if rtype in ("argmax", "argmin"):
+            flat = self._flat_rindex(n, ridx)
+            ii = self.emit(
+                f"tl.where(xrmask, {flat} + tl.zeros([XBLOCK, RBLOCK], tl.int64), {BIG_INDEX})",
+                torch.int64,
+                "xr",
+            )
+            vname, iname = self.new_name("rv"), self.new_name("ri")
+            self.line(f"{vname}, {iname} = tl.reduce(({masked}, {ii}), 1, dm.{rtype}_combine)")
+            return self.emit(f"{iname}[:, None]", torch.int64, xd)
+        if rtype == "sum":
+            e = f"tl.sum({masked}, 1)[:, None]"
+        elif rtype == "prod":
+            e = f"tl.reduce({masked}, 1, dm.prod_combine)[:, None]"
+        elif rtype in ("max", "min"):
+            e = self._max_min(rtype, masked, dt)
+        else:
+            raise NotImplementedError(f"reduction {rtype} in the Triton backend")
+        r = self.emit(e, dt, xd)
+        if dt != compute_dtype(rdt):
+            r = self.emit(
+                f"{r}.to({tl_compute(rdt)})" if rdt != torch.bool else f"{r} != 0", rdt, xd
+            )
+        return TVar(r.name, rdt, xd)
+
+    def _max_min(self, rtype, masked, dt) -> str:
+        """Row max/min with eager's NaN rule: a NaN anywhere in the row wins (a native
+        reduction plus a NaN flag, whatever the target's max does with NaN)."""
+        red = f"tl.{rtype}({masked}, 1)[:, None]"
+        if not dt.is_floating_point:
+            return red
+        flag = f"tl.max(({masked} != {masked}).to(tl.int8), 1)[:, None]"
+        return f'tl.where({flag} > 0, float("nan"), {red})'
+
+    def _reduce_looped(self, n, rtype, v: TVar, ridx, accs, pre):
+        """Per-lane accumulators updated in the loop; returns a function that emits the final
+        cross-lane combine after the loop."""
+        xd = frozenset("x")
+        rdt = self._result_dtype(n, rtype)
+        full = "[XBLOCK, RBLOCK]"
+        if rtype.startswith("welford"):
+            key = ("welford", v.name)
+            if key not in accs:
+                dt = self._acc_dtype(rtype, v)
+                tdt = TL_DTYPE[dt]
+                m, q, w = (self.new_name(p) for p in ("wmean", "wm2", "wn"))
+                for a in (m, q, w):
+                    pre.append(f"{a} = tl.zeros({full}, {tdt})")
+                x = self._cast(v, dt)
+                self.line(f"{w}_next = tl.where(xrmask, {w} + 1.0, {w})")
+                self.line(f"{m}_delta = {x} - {m}")
+                self.line(
+                    f"{m}_next = tl.where(xrmask, {m} + {m}_delta / tl.where({w}_next == 0.0, "
+                    f"1.0, {w}_next), {m})"
+                )
+                self.line(f"{q} = tl.where(xrmask, {q} + {m}_delta * ({x} - {m}_next), {q})")
+                self.line(f"{m} = {m}_next")
+                self.line(f"{w} = {w}_next")
+                accs[key] = (m, q, w, dt, [])
+            m, q, w, dt, done = accs[key]
+
+            def finish():
+                if not done:
+                    a, b, c = (self.new_name(p) for p in ("mean", "m2", "n"))
+                    self.line(f"{a}, {b}, {c} = tl.reduce(({m}, {q}, {w}), 1, dm.welford_combine)")
+                    done.append((a, b))
+                a, b = done[0]
+                out = a if rtype == "welford_mean" else b
+                return self.emit(f"{out}[:, None]", rdt, xd)
+
+            return finish
+        dt = self._acc_dtype(rtype, v)
+        tdt = TL_DTYPE[dt]
+        acc = self.new_name("acc")
+        if rtype in ("any", "all"):
+            vb = v.name if v.dtype == torch.bool else f"({v} != 0)"
+            init = 0 if rtype == "any" else 1
+            pre.append(f"{acc} = tl.full({full}, {init}, tl.int8)")
+            op = "|" if rtype == "any" else "&"
+            self.line(f"{acc} = tl.where(xrmask, {acc} {op} {vb}.to(tl.int8), {acc})")
+            red = "tl.max" if rtype == "any" else "tl.min"
+            return lambda: self.emit(f"{red}({acc}, 1)[:, None] != 0", torch.bool, xd)
+        init = literal(self._init(rtype, dt), dt)
+        pre.append(f"{acc} = tl.full({full}, {init}, {tdt})")
+        x = self._cast(v, dt)
+        if rtype in ("argmax", "argmin"):
+            pre.append(f"{acc}_i = tl.full({full}, {BIG_INDEX}, tl.int64)")
+            flat = self._flat_rindex(n, ridx)
+            self.line(
+                f"{acc}_nv, {acc}_ni = dm.{rtype}_combine({acc}, {acc}_i, {x}, "
+                f"{flat} + tl.zeros({full}, tl.int64))"
+            )
+            self.line(f"{acc} = tl.where(xrmask, {acc}_nv, {acc})")
+            self.line(f"{acc}_i = tl.where(xrmask, {acc}_ni, {acc}_i)")
+
+            def finish_arg():
+                a, b = self.new_name("rv"), self.new_name("ri")
+                self.line(f"{a}, {b} = tl.reduce(({acc}, {acc}_i), 1, dm.{rtype}_combine)")
+                return self.emit(f"{b}[:, None]", torch.int64, xd)
+
+            return finish_arg
+        update = {
+            "sum": f"{acc} + {x}",
+            "prod": f"{acc} * {x}",
+            "max": f"dm.maximum({acc}, {x})",
+            "min": f"dm.minimum({acc}, {x})",
+        }.get(rtype)
+        if update is None:
+            raise NotImplementedError(f"reduction {rtype} in the Triton backend")
+        self.line(f"{acc} = tl.where(xrmask, {update}, {acc})")
+        final = {
+            "sum": f"tl.sum({acc}, 1)",
+            "prod": f"tl.reduce({acc}, 1, dm.prod_combine)",
+        }.get(rtype)
+
+        def finish():
+            if final is None:
+                r = self.emit(self._max_min(rtype, acc, dt), dt, xd)
+            else:
+                r = self.emit(f"{final}[:, None]", dt, xd)
+            if dt != compute_dtype(rdt):
+                e = f"{r} != 0" if rdt == torch.bool else f"{r}.to({tl_compute(rdt)})"
+                r = self.emit(e, rdt, xd)
+            return TVar(r.name, rdt, xd)
+
+        return finish
+
+    # ------------------------------------------------------------------ assembly
+    def signature(self) -> dict[str, str]:
+        sig = {}
+        for name, p in self.params.items():
+            sig[p] = SIGNATURE_TYPE[self.buffer_dtype[name]]
+        if self.uses_err:
+            sig["err_ptr"] = "*i64"
+        sig["xnumel"] = "i64" if self.index64 else "i32"
+        if self.is_reduction:
+            sig["rnumel"] = "i64" if self.index64 else "i32"
+        sig["XBLOCK"] = "constexpr"
+        if self.is_reduction:
+            sig["RBLOCK"] = "constexpr"
+        return sig
+
+    def _assemble(self) -> str:
+        sig = self.signature()
+        args = [a if t != "constexpr" else f"{a}: tl.constexpr" for a, t in sig.items()]
+        head = [
+            "@triton.jit",
+            f"def {self.kernel_name}({', '.join(args)}):",
+        ]
+        body = ["    " + ln for ln in self.top.lines]
+        meta = {
+            "kind": self.kind,
+            "xnumel": self.xnumel,
+            "rnumel": self.rnumel,
+            "params": list(self.params),
+            "uses_err": self.uses_err,
+            "signature": sig,
+        }
+        tail = [f"{self.kernel_name}.danlu_meta = {meta!r}", ""]
+        return "\n".join(head + body + ["", ""] + tail)
+
+
+def _prod(sizes):
+    out = 1
+    for s in sizes:
+        out *= s
+    return out

@@ -1,0 +1,282 @@
+"""Graphs compiled with the Triton backend, run in a child process by test_triton_codegen.
+
+``python triton_cases.py interpret OUT.json`` runs every case under the Triton interpreter
+(TRITON_INTERPRET=1 must be set by the caller, before triton is imported) and compares with
+eager on float64 inputs; ``python triton_cases.py aot OUT.json`` compiles every generated
+kernel ahead of time for sm_90 (no GPU needed). Each case records its result in OUT.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+torch.manual_seed(0)
+
+
+def _nan_rows(shape):
+    x = torch.randn(*shape)
+    x[1, 3] = float("nan")
+    return x
+
+
+def _ties(shape):
+    return torch.randint(0, 4, shape).float()
+
+
+def _gelu_chain(x):
+    return F.gelu(x * 2 + 1) * torch.sigmoid(x) - x.tanh()
+
+
+CASES = {
+    # name: (fn, input builder, expected kernel kinds (subset), tolerance dtype override)
+    "pointwise_chain": (_gelu_chain, lambda: [torch.randn(128, 65)], {"pointwise"}),
+    "broadcast": (
+        lambda x, y, z: (x + y) * z - y.exp(),
+        lambda: [torch.randn(33, 17), torch.randn(17), torch.randn(33, 1)],
+        {"pointwise"},
+    ),
+    "transpose_strided": (
+        lambda x, y: x.t() * 2 + y,
+        lambda: [torch.randn(40, 24), torch.randn(24, 40)],
+        {"pointwise"},
+    ),
+    "permuted_input": (
+        lambda x: (x.sin() + 1).permute(2, 0, 1).contiguous(),
+        lambda: [torch.randn(5, 3, 7).permute(1, 2, 0)],
+        {"pointwise"},
+    ),
+    "math_ops": (
+        lambda x, y: (
+            torch.log1p(x.abs())
+            + torch.expm1(x * 0.1)
+            + torch.erf(x)
+            + torch.rsqrt(x.abs() + 1)
+            + torch.atan2(x, y)
+            + torch.pow(x.abs(), 1.5)
+            + torch.lgamma(x.abs() + 0.5)
+            + torch.floor(x)
+            + torch.round(y * 3)
+        ),
+        lambda: [torch.randn(257), torch.randn(257)],
+        {"pointwise"},
+    ),
+    "where_clamp": (
+        lambda x: torch.where(x > 0, x.clamp(max=0.5), x * 0.25).masked_fill(x < -1, 3.0),
+        lambda: [torch.randn(300)],
+        {"pointwise"},
+    ),
+    "int_floor_div_mod": (
+        lambda a, b: (
+            torch.div(a, b, rounding_mode="floor"),
+            torch.remainder(a, b),
+            torch.div(a, b, rounding_mode="trunc"),
+            torch.fmod(a, b),
+        ),
+        lambda: [
+            torch.randint(-50, 50, (200,)),
+            torch.randint(1, 7, (200,)) * (torch.randint(0, 2, (200,)) * 2 - 1),
+        ],
+        {"pointwise"},
+    ),
+    "float64_constants": (
+        lambda x: (x * 0.1 + 1e-12).exp() * 3.3333333333333335,
+        lambda: [torch.randn(100, dtype=torch.float64)],
+        {"pointwise"},
+    ),
+    "sum_last": (lambda x: x.sum(-1), lambda: [torch.randn(1000, 37)], {"persistent_reduction"}),
+    "sum_nonlast": (lambda x: x.sum(0), lambda: [torch.randn(37, 50)], {"persistent_reduction"}),
+    "sum_all_looped": (lambda x: x.sum(), lambda: [torch.randn(70, 90)], {"reduction"}),
+    "max_nan_last": (lambda x: x.amax(-1), lambda: [_nan_rows((6, 30))], {"persistent_reduction"}),
+    "max_nan_nonlast": (lambda x: x.amax(0), lambda: [_nan_rows((30, 6))], set()),
+    "min_nan_looped": (lambda x: x.amin(-1), lambda: [_nan_rows((4, 2500))], {"reduction"}),
+    "argmax_ties": (lambda x: x.argmax(-1), lambda: [_ties((20, 33))], {"persistent_reduction"}),
+    "argmin_nonlast": (lambda x: x.argmin(0), lambda: [_ties((33, 20))], set()),
+    "argmax_nan_looped": (
+        lambda x: x.argmax(1),
+        lambda: [_nan_rows((3, 3000))],
+        {"reduction"},
+    ),
+    "mean_var": (
+        lambda x: (x.mean(-1), x.var(-1), x.std(0, correction=0)),
+        lambda: [torch.randn(40, 50) * 3 + 2],
+        set(),
+    ),
+    "var_looped": (lambda x: x.var(-1), lambda: [torch.randn(3, 5000) + 10], {"reduction"}),
+    "prod_any_all": (
+        lambda x: (x.prod(-1), (x > 1).any(-1), (x > -2).all(0)),
+        lambda: [torch.rand(16, 12) + 0.5],
+        set(),
+    ),
+    "softmax_ragged": (
+        lambda x: torch.softmax(x, -1),
+        lambda: [torch.randn(1000, 37)],
+        {"persistent_reduction"},
+    ),
+    "softmax_looped": (
+        lambda x: torch.softmax(x, -1),
+        lambda: [torch.randn(8, 3000)],
+        {"reduction"},
+    ),
+    "log_softmax_dim0": (lambda x: torch.log_softmax(x, 0), lambda: [torch.randn(50, 20)], set()),
+    "layernorm": (
+        lambda x, w, b: F.layer_norm(x, (256,), w, b),
+        lambda: [torch.randn(64, 256), torch.randn(256), torch.randn(256)],
+        {"persistent_reduction"},
+    ),
+    "layernorm_looped": (
+        lambda x, w, b: F.layer_norm(x, (2000,), w, b),
+        lambda: [torch.randn(4, 2000) * 2 + 1, torch.randn(2000), torch.randn(2000)],
+        {"reduction"},
+    ),
+    "bf16_pointwise": (
+        lambda x, y: (x * y + 1).relu() * 0.5,
+        lambda: [torch.randn(1000, 37).bfloat16(), torch.randn(37).bfloat16()],
+        {"pointwise"},
+    ),
+    "bf16_softmax": (
+        lambda x: torch.softmax(x, -1),
+        lambda: [torch.randn(64, 100).bfloat16()],
+        {"persistent_reduction"},
+    ),
+    "bf16_layernorm": (
+        lambda x, w, b: F.layer_norm(x, (96,), w, b),
+        lambda: [
+            torch.randn(32, 96).bfloat16(),
+            torch.randn(96).bfloat16(),
+            torch.randn(96).bfloat16(),
+        ],
+        set(),
+    ),
+    "bf16_sum_looped": (
+        lambda x: x.sum(-1),
+        lambda: [torch.randn(4, 5000).bfloat16()],
+        {"reduction"},
+    ),
+    "fp16_pointwise": (
+        lambda x: torch.sigmoid(x) * x,
+        lambda: [torch.randn(513).half()],
+        {"pointwise"},
+    ),
+    "embedding_gather": (
+        lambda idx, w: F.embedding(idx, w) * 2,
+        lambda: [torch.randint(0, 50, (7, 9)), torch.randn(50, 16)],
+        {"pointwise"},
+    ),
+    "gather_dim1": (
+        lambda x, idx: torch.gather(x, 1, idx) + 1,
+        lambda: [torch.randn(10, 20), torch.randint(0, 20, (10, 5))],
+        {"pointwise"},
+    ),
+}
+
+OUT_OF_BOUNDS = (
+    lambda idx, w: F.embedding(idx, w) + 1,
+    lambda: [torch.tensor([1, 2, 60]), torch.randn(50, 4)],
+)
+
+
+def _tol(dtype):
+    if dtype == torch.bfloat16:
+        return dict(rtol=1.6e-2, atol=2e-2)
+    if dtype == torch.float16:
+        return dict(rtol=1e-3, atol=1e-3)
+    if dtype == torch.float64:
+        return dict(rtol=1e-12, atol=1e-12)
+    return dict(rtol=2e-5, atol=2e-5)
+
+
+def _reference(fn, inputs):
+    """Eager on float64 copies of fp32 inputs (reduced floats: eager in their own dtype,
+    which computes in fp32 internally), cast back to each output's eager dtype."""
+    with torch.no_grad():
+        eager = fn(*inputs)
+        up = [a.double() if a.dtype == torch.float32 else a for a in inputs]
+        ref = fn(*up)
+    eager = eager if isinstance(eager, (tuple, list)) else (eager,)
+    ref = ref if isinstance(ref, (tuple, list)) else (ref,)
+    return [r.to(e.dtype) for r, e in zip(ref, eager)]
+
+
+def _compile(fn, inputs):
+    from helpers import aten_graph
+
+    from danlu_inductor.codegen.triton.graph import compile_fx_triton
+
+    return compile_fx_triton(aten_graph(fn, *inputs), list(inputs))
+
+
+def run_interpret(name):
+    fn, make, kinds = CASES[name]
+    inputs = make()
+    c = _compile(fn, inputs)
+    got = c(*[a.clone() for a in inputs])
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    ref = _reference(fn, inputs)
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape and g.dtype == r.dtype, (g.shape, r.shape, g.dtype, r.dtype)
+        torch.testing.assert_close(g, r, equal_nan=True, **_tol(r.dtype))
+    made = {a.kind for a in c.artifacts}
+    assert kinds <= made, (kinds, made)
+    return {"kernels": len(c.artifacts), "kinds": sorted(made)}
+
+
+def run_out_of_bounds():
+    fn, make = OUT_OF_BOUNDS
+    inputs = make()
+    c = _compile(fn, inputs)
+    try:
+        c(*inputs)
+    except IndexError as e:
+        return {"raised": str(e)}
+    raise AssertionError("out-of-bounds gather index did not raise")
+
+
+def run_aot(name):
+    from danlu_inductor.codegen.triton.backend import aot_compile
+
+    fn, make, _ = CASES[name]
+    c = _compile(fn, make())
+    out = []
+    for art in c.artifacts:
+        compiled = aot_compile(art, c.launchers[art.name])
+        asm = compiled.asm
+        assert "ptx" in asm and ".target sm_90" in asm["ptx"], sorted(asm)
+        out.append({"kind": art.kind, "cubin": len(asm.get("cubin", b""))})
+    return {"kernels": out}
+
+
+def main(mode, out_path):
+    results = {}
+    names = list(CASES)
+    if mode == "interpret":
+        assert os.environ.get("TRITON_INTERPRET") == "1"
+        names.append("out_of_bounds")
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            if name == "out_of_bounds":
+                info = run_out_of_bounds()
+            elif mode == "interpret":
+                info = run_interpret(name)
+            else:
+                info = run_aot(name)
+            results[name] = {"ok": True, **info}
+        except Exception:
+            results[name] = {"ok": False, "error": traceback.format_exc()[-3000:]}
+        results[name]["seconds"] = round(time.perf_counter() - t0, 2)
+    with open(out_path, "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
