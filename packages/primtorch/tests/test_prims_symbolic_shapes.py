@@ -37,3 +37,16 @@ def test_decomposition_with_symbolic_sizes(op, args, kwargs):
             if e.numel() > 1:
                 got = [(int(n), int(s)) for n, s in zip(a.shape, a.stride()) if int(n) > 1]
                 assert got == [(n, s) for n, s in zip(e.shape, e.stride()) if n > 1]
+
+
+def test_symbolic_scalars_stay_symbolic():
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    x = _symbolic(mode, torch.randn(4, 6))
+    with mode:
+        n = x.shape[0]
+        r = TABLE[torch.ops.aten.arange.start_step](0, n, 1)
+        s = TABLE[torch.ops.aten.add.Tensor](x, n)
+        f = TABLE[torch.ops.aten.full.default]([n, 2], x.shape[1])
+    assert isinstance(r.shape[0], torch.SymInt) and str(r.shape[0]) == str(n)
+    assert s.dtype == torch.float32 and str(s.shape[0]) == str(n)
+    assert f.dtype == torch.int64 and str(f.shape[0]) == str(n)

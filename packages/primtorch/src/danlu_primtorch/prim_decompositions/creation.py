@@ -49,12 +49,17 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
     return P.scalar_tensor(s, dtype=dtype, device=_device(device))
 
 
+def _truncate(x):
+    """int(x) for floats; integers (symbolic ones too) pass unchanged, so sizes stay symbolic."""
+    return x if isinstance(x, (int, torch.SymInt)) else int(x)
+
+
 @register(aten.arange.start_step)
 def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
     _strided(layout)
     numbers = (start, end, step)
     if dtype is None:
-        floating = any(isinstance(x, float) for x in numbers)
+        floating = any(isinstance(x, (float, torch.SymFloat)) for x in numbers)
         dtype = torch.get_default_dtype() if floating else torch.int64
     if step == 0:
         raise RuntimeError("arange: step must be nonzero")
@@ -65,10 +70,10 @@ def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memo
         # eager: int64 arange truncates start/end/step first; other integer dtypes size the
         # result from the exact bounds and step but step by the truncated values
         if dtype == torch.int64:
-            start, end, step = int(start), int(end), int(step)
+            start, end, step = (_truncate(x) for x in (start, end, step))
             if step == 0:
                 raise RuntimeError("arange: step must be nonzero")
-        if all(isinstance(x, int) for x in (start, end, step)):
+        if all(isinstance(x, (int, torch.SymInt)) for x in (start, end, step)):
             length = -((start - end) // step)  # exact ceil((end - start) / step)
         else:
             length = math.ceil((end - start) / step)
