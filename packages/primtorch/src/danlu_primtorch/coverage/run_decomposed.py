@@ -26,7 +26,9 @@ class DecomposeMode(TorchDispatchMode):
         fn = self.table.get(func)
         if fn is not None:
             with self:  # the mode is popped while we are in here; re-enter it for the decomposition
-                return fn(*args, **kwargs)
+                out = fn(*args, **kwargs)
+            if out is not NotImplemented:  # NotImplemented: "keep the op for these arguments"
+                return out
         self.leaves.add(func)
         return func(*args, **kwargs)
 
@@ -40,5 +42,5 @@ def run_decomposed(
     """``op(*args, **kwargs)`` computed through ``table``; returns (result, ops that ran)."""
     mode = DecomposeMode(table)
     with mode:
-        out = table[op](*args, **kwargs) if op in table else op(*args, **kwargs)
+        out = op(*args, **kwargs)
     return out, mode.leaves

@@ -293,7 +293,7 @@ def ldexp(self, other):
 @register(aten.angle.default)
 def angle(self):
     if self.dtype.is_complex:
-        raise NotImplementedError("angle of complex tensors is not decomposed")
+        return NotImplemented  # complex angle stays an ATen op
     x = _float(self)
     out = where(aten.lt.Scalar(x, 0), math.pi, 0.0)
     out = to_dtype(out, x.dtype)

@@ -273,3 +273,63 @@ def nanmedian(self):
         aten.sub.Tensor(aten.clamp.default(valid, 1), 1), 2, rounding_mode="floor"
     )
     return aten.squeeze.dims(aten.gather.default(s, 0, aten.view.default(k, [1])), [0])
+
+
+def _cum_extreme(self, dim, is_max):
+    """cummax/cummin as a masked [.., i, j] reduction over j <= i (quadratic in the scan length).
+
+    Index rule (ATen's): the last position holding the running extreme (``>=`` / ``<=``
+    comparisons); once a NaN is seen the value stays NaN and the index is the latest NaN.
+    """
+    if self.dim() == 0:
+        return aten.clone.default(self), aten.full.default(
+            [], 0, dtype=torch.int64, device=self.device
+        )
+    dim = wrap_dim(dim, self.dim())
+    if self.numel() == 0:
+        return aten.clone.default(self), aten.full.default(
+            list(self.shape), 0, dtype=torch.int64, device=self.device
+        )
+    n = self.shape[dim]
+    x = _move_last(self, dim)
+    j = aten.arange.start_step(0, n, 1, dtype=torch.int64, device=self.device)
+    causal = aten.le.Tensor(aten.unsqueeze.default(j, 0), aten.unsqueeze.default(j, 1))  # [i, j]
+    xs = aten.unsqueeze.default(x, -2)  # [..., 1, j]
+    if self.dtype == torch.bool:
+        xs_c = to_dtype(xs, torch.uint8)
+    else:
+        xs_c = xs
+    fill = _extreme_fill(xs_c.dtype, is_max)
+    masked = where(causal, xs_c, fill)
+    values = (
+        aten.amax.default(masked, [-1], False) if is_max else aten.amin.default(masked, [-1], False)
+    )
+    # positions j <= i equal to the running value (NaN counts as equal to NaN), take the last one
+    v = aten.unsqueeze.default(values, -1)
+    hit = aten.eq.Tensor(masked, v)
+    if self.dtype.is_floating_point:
+        hit = aten.logical_or.default(
+            hit, aten.logical_and.default(aten.isnan.default(masked), aten.isnan.default(v))
+        )
+    hit = aten.logical_and.default(hit, causal)
+    pos = where(hit, aten.unsqueeze.default(j, 0), -1)
+    idx = aten.amax.default(pos, [-1], False)
+    values = to_dtype(values, self.dtype)
+    return _move_back(values, dim), _move_back(idx, dim)
+
+
+def _extreme_fill(dtype, is_max):
+    if dtype.is_floating_point:
+        return float("-inf") if is_max else float("inf")
+    info = torch.iinfo(dtype)
+    return info.min if is_max else info.max
+
+
+@register(aten.cummax.default)
+def cummax(self, dim):
+    return _cum_extreme(self, dim, True)
+
+
+@register(aten.cummin.default)
+def cummin(self, dim):
+    return _cum_extreme(self, dim, False)
