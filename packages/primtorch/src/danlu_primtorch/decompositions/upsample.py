@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from danlu_primtorch.decompositions._helpers import iota, opmath, to_dtype, zeros
+from danlu_primtorch.decompositions._helpers import iota, opmath, to_dtype, where, zeros
 from danlu_primtorch.decompositions.registry import register
 
 aten = torch.ops.aten
@@ -303,3 +303,82 @@ for _n in (1, 2, 3):
                 grad_output, self, padding, _m
             )
         )
+
+
+# --- grid sampling (bilinear / nearest; zeros, border and reflection padding)
+def _unnormalize(coord, size, align_corners):
+    if align_corners:
+        return aten.mul.Tensor(aten.add.Tensor(coord, 1), (size - 1) / 2)
+    return aten.div.Tensor(aten.sub.Tensor(aten.mul.Tensor(aten.add.Tensor(coord, 1), size), 1), 2)
+
+
+def _reflect(coord, twice_low, twice_high):
+    if twice_low == twice_high:
+        return aten.mul.Tensor(coord, 0)
+    lo = twice_low / 2
+    span = (twice_high - twice_low) / 2
+    c = aten.abs.default(aten.sub.Tensor(coord, lo))
+    extra = aten.fmod.Tensor(c, aten.scalar_tensor.default(span, dtype=c.dtype, device=c.device))
+    flips = aten.floor.default(aten.div.Tensor(c, span))
+    even = aten.eq.Scalar(
+        aten.remainder.Tensor(
+            flips, aten.scalar_tensor.default(2.0, dtype=c.dtype, device=c.device)
+        ),
+        0,
+    )
+    return where(
+        even, aten.add.Tensor(extra, lo), aten.add.Tensor(aten.rsub.Scalar(extra, span), lo)
+    )
+
+
+def _source_coord(coord, size, padding_mode, align_corners):
+    c = _unnormalize(coord, size, align_corners)
+    if padding_mode == 1:  # border
+        c = aten.clamp.default(c, 0, size - 1)
+    elif padding_mode == 2:  # reflection
+        if align_corners:
+            c = _reflect(c, 0, 2 * (size - 1))
+        else:
+            c = _reflect(c, -1, 2 * size - 1)
+        c = aten.clamp.default(c, 0, size - 1)
+    return c
+
+
+@register(aten.grid_sampler_2d.default)
+def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
+    if interpolation_mode not in (0, 1) or input.dim() != 4:
+        return NotImplemented  # bicubic stays an ATen op
+    n, c, h, w = input.shape
+    gx = _source_coord(aten.select.int(grid, -1, 0), w, padding_mode, align_corners)
+    gy = _source_coord(aten.select.int(grid, -1, 1), h, padding_mode, align_corners)
+    batch = aten.view.default(iota(n, input), [n, 1, 1])
+
+    def tap(iy, ix):
+        valid = aten.logical_and.default(
+            aten.logical_and.default(aten.ge.Scalar(ix, 0), aten.lt.Scalar(ix, w)),
+            aten.logical_and.default(aten.ge.Scalar(iy, 0), aten.lt.Scalar(iy, h)),
+        )
+        sx = where(valid, ix, 0)
+        sy = where(valid, iy, 0)
+        vals = aten.index.Tensor(input, [batch, None, sy, sx])  # [N, Ho, Wo, C]
+        vals = where(aten.unsqueeze.default(valid, -1), vals, 0)
+        return aten.permute.default(vals, [0, 3, 1, 2])
+
+    if interpolation_mode == 1:  # nearest, ties to even as nearbyint
+        ix = to_dtype(aten.round.default(gx), torch.int64)
+        iy = to_dtype(aten.round.default(gy), torch.int64)
+        return tap(iy, ix)
+    x0f, y0f = aten.floor.default(gx), aten.floor.default(gy)
+    x0, y0 = to_dtype(x0f, torch.int64), to_dtype(y0f, torch.int64)
+    x1, y1 = aten.add.Tensor(x0, 1), aten.add.Tensor(y0, 1)
+    wx1 = aten.sub.Tensor(gx, x0f)
+    wy1 = aten.sub.Tensor(gy, y0f)
+    wx0, wy0 = aten.rsub.Scalar(wx1, 1), aten.rsub.Scalar(wy1, 1)
+
+    def wt(a, b):
+        return aten.unsqueeze.default(aten.mul.Tensor(a, b), 1)
+
+    out = aten.mul.Tensor(tap(y0, x0), wt(wy0, wx0))
+    out = aten.add.Tensor(out, aten.mul.Tensor(tap(y0, x1), wt(wy0, wx1)))
+    out = aten.add.Tensor(out, aten.mul.Tensor(tap(y1, x0), wt(wy1, wx0)))
+    return aten.add.Tensor(out, aten.mul.Tensor(tap(y1, x1), wt(wy1, wx1)))
