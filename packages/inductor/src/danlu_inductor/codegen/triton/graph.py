@@ -1,13 +1,14 @@
 """Run a whole ATen graph with Triton kernels, through the existing wrapper generator.
 
 A stopgap for tests until the wrapper has a device-aware mode: the wrapper passes
-``buf.data_ptr()`` (right for ctypes), Triton launchers need the tensors themselves, so the
-generated source is adjusted to pass tensors. Allocations stay on the CPU, so this runs
-only under the Triton interpreter.
+``buf.data_ptr()`` (right for ctypes) and allocates on the CPU, while Triton launchers need
+the tensors themselves on the inputs' device. So the generated source is adjusted to pass
+tensors, and allocations and the error flag are bound to that device.
 """
 
 from __future__ import annotations
 
+import torch
 from torch.utils import _pytree as pytree
 
 from danlu_inductor.codegen.triton.backend import TritonBackend
@@ -43,14 +44,31 @@ class _Recording(TritonBackend):
         return art
 
 
+def _device_of(example_inputs) -> torch.device:
+    devices = {a.device for a in example_inputs if isinstance(a, torch.Tensor)}
+    if len(devices) > 1:
+        raise ValueError(f"inputs on several devices: {sorted(map(str, devices))}")
+    return devices.pop() if devices else torch.device("cpu")
+
+
 def compile_fx_triton(gm, example_inputs) -> TritonCompiledGraph:
+    device = _device_of(example_inputs)
     graph = GraphLowering(gm, example_inputs).run()
     scheduler = Scheduler(graph)
     backend = _Recording()
     wrapper = WrapperCodegen(graph, scheduler, backend)
     source = wrapper.generate().replace(".data_ptr()", "")
+    err_line = "_err = torch.zeros((), dtype=torch.int64)"
+    source = source.replace(err_line, err_line[:-1] + ", device=_device)")
     fns, _, _ = backend.build(wrapper.kernel_names, wrapper.kernel_sources)
     namespace: dict = {}
     exec(compile(source, "<danlu_inductor triton wrapper>", "exec"), namespace)
-    call = namespace["make_call"](fns, wrapper.consts)
+    namespace["_device"] = device
+    namespace["empty_strided"] = lambda size, stride, dtype: torch.empty_strided(
+        size, stride, dtype=dtype, device=device
+    )
+    consts = {
+        k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in wrapper.consts.items()
+    }
+    call = namespace["make_call"](fns, consts)
     return TritonCompiledGraph(call, graph.out_spec, source, backend.artifacts, fns, scheduler)
