@@ -333,3 +333,43 @@ def cummax(self, dim):
 @register(aten.cummin.default)
 def cummin(self, dim):
     return _cum_extreme(self, dim, False)
+
+
+def _select_sorted(self, k, dim, keepdim, nan_propagates):
+    """The k-th smallest (0-based) along dim, with its index, through a stable sort."""
+    if self.dim() == 0:
+        return aten.clone.default(self), aten.full.default(
+            [], 0, dtype=torch.int64, device=self.device
+        )
+    dim = wrap_dim(dim, self.dim())
+    vals, idx = aten.sort.stable(self, stable=True, dim=dim)
+    v = aten.select.int(vals, dim, k)
+    i = aten.select.int(idx, dim, k)
+    if nan_propagates and self.dtype.is_floating_point:
+        # NaNs sort last: a row holding one has its median at the first NaN
+        n = self.shape[dim]
+        nan_count = aten.sum.dim_IntList(aten.isnan.default(self), [dim], False, dtype=torch.int64)
+        first_nan = aten.sub.Tensor(n, aten.clamp.default(nan_count, 1))
+        has_nan = aten.gt.Scalar(nan_count, 0)
+        at = aten.unsqueeze.default(first_nan, dim)
+        v = where(has_nan, aten.squeeze.dims(aten.gather.default(vals, dim, at), [dim]), v)
+        i = where(has_nan, aten.squeeze.dims(aten.gather.default(idx, dim, at), [dim]), i)
+    if keepdim:
+        v, i = aten.unsqueeze.default(v, dim), aten.unsqueeze.default(i, dim)
+    return v, i
+
+
+@register(aten.kthvalue.default)
+def kthvalue(self, k, dim=-1, keepdim=False):
+    n = self.shape[wrap_dim(dim, self.dim())] if self.dim() else 1
+    if not 1 <= k <= n:
+        raise IndexError(f"kthvalue(): selected number k out of range for dimension {dim}")
+    return _select_sorted(self, k - 1, dim, keepdim, True)
+
+
+@register(aten.median.dim)
+def median_dim(self, dim, keepdim=False):
+    n = self.shape[wrap_dim(dim, self.dim())] if self.dim() else 1
+    if n == 0:
+        raise IndexError("median(): Expected reduction dim to have non-zero size.")
+    return _select_sorted(self, (n - 1) // 2, dim, keepdim, True)
