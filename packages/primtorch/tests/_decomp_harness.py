@@ -212,16 +212,16 @@ def _reversed_layout(t):
     return t.permute(order).contiguous().permute(order)
 
 
-def sweep(table, opinfos, samples_per_dtype=3, dtypes=DTYPES, reversed_layouts=False):
+def sweep(table, opinfos, samples_per_dtype=3, dtypes=DTYPES, reversed_layouts=False, device="cpu"):
     """Outcomes for every (opinfo, dtype, sample, contiguous/non-contiguous) that decomposes."""
     outcomes = []
     for op in opinfos:
         for dtype in dtypes:
-            if not op.supports_dtype(dtype, "cpu"):
+            if not op.supports_dtype(dtype, device):
                 continue
             try:
                 samples = []
-                for s in op.sample_inputs("cpu", dtype, requires_grad=False):
+                for s in op.sample_inputs(device, dtype, requires_grad=False):
                     samples.append(s)
                     if len(samples) == samples_per_dtype:
                         break
@@ -261,4 +261,5 @@ if __name__ == "__main__":
     from danlu_primtorch.prim_decompositions import prim_decomposition_table
 
     tbl = prim_decomposition_table()
-    print(summary(sweep(tbl, select_opinfos(tbl, everything="--all" in sys.argv))))
+    dev = "cuda" if "--cuda" in sys.argv else "cpu"
+    print(summary(sweep(tbl, select_opinfos(tbl, everything="--all" in sys.argv), device=dev)))
