@@ -45,3 +45,36 @@ def test_configs_cover_the_sizes(kind, x, r):
         assert all(c.RBLOCK >= r and c.RBLOCK & (c.RBLOCK - 1) == 0 for c in cands)
     for c in cands:
         assert 1 <= c.num_warps <= 8 and c.XBLOCK >= 1
+
+
+def _kernels_for(fn, *inputs):
+    from helpers import aten_graph
+
+    from danlu_inductor.codegen.triton.backend import TritonBackend
+    from danlu_inductor.graph import GraphLowering
+    from danlu_inductor.scheduler import Scheduler
+
+    graph = GraphLowering(aten_graph(fn, *inputs), list(inputs)).run()
+    dtypes = {n: b.layout.dtype for n, b in graph.name_to_buffer.items() if b.layout is not None}
+    groups = [g for g in Scheduler(graph).groups if not g.is_extern]
+    return [TritonBackend().make_kernel(g, f"k{i}", dtypes, set()) for i, g in enumerate(groups)]
+
+
+def test_index_math_is_64_bit_only_past_int32():
+    # meta tensors: the kernel text needs only shapes
+    big = torch.empty(3, 2**30, device="meta")
+    (art,) = _kernels_for(lambda x: (x * 2).sum(0), big)
+    assert "tl.program_id(0).to(tl.int64)" in art.source and ".to(tl.int64)" in art.source
+    assert art.signature["xnumel"] == "i64"
+    small = torch.empty(3, 2**10, device="meta")
+    (art,) = _kernels_for(lambda x: (x * 2).sum(0), small)
+    assert "int64" not in art.source and art.signature["xnumel"] == "i32"
+
+
+def test_looped_reduction_hoists_row_values_out_of_the_loop():
+    (art,) = _kernels_for(lambda x: torch.softmax(x, -1), torch.empty(4, 5000, device="meta"))
+    assert art.kind == "reduction"
+    loops = art.source.split("for roffset in range(0, rnumel, RBLOCK):")
+    assert len(loops) == 4  # max, sum, normalize
+    # the row max (with its inf guard) is computed between loops, not inside the last two
+    assert "isinf" not in loops[2] and "isinf" not in loops[3] and "isinf" in loops[1]

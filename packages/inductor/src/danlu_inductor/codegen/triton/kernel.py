@@ -27,7 +27,7 @@ from danlu_inductor.codegen.triton.printer import (
     tl_compute,
 )
 from danlu_inductor.ir.ops import V
-from danlu_inductor.ir.symbols import to_int
+from danlu_inductor.ir.symbols import Clamp, FloorDiv, IMod, to_int
 
 PERSISTENT_MAX_RNUMEL = 1024
 INT32_MAX = 2**31 - 1
@@ -95,22 +95,45 @@ class TritonKernel:
             self.sym_dims[v.name] = frozenset("r")
         self.ops = TritonOverrides(self)
         self.ctx_dims = frozenset("x")  # dims of the member being generated
-        self.index64 = self._needs_int64()
+        # 32-bit index math unless some index can pass 2**31 - 1 (decided while loads and
+        # stores are generated; the prologue is written last)
+        self.index64 = self.xnumel * max(self.rnumel, 1) > INT32_MAX
+        self.sym_bound: dict[str, int] = {}
+        for v, size in zip(group.xvars, self.xsizes):
+            self.sym_bound[v.name] = size - 1
+        for v, size in zip(group.rvars, self.rsizes):
+            self.sym_bound[v.name] = size - 1
 
-    def _needs_int64(self) -> bool:
-        sizes = [self.xnumel * max(self.rnumel, 1)]
-        for n in self.g.nodes:
-            for name in n.read_names | {n.name}:
-                dt = self.buffer_dtype.get(name)
-                if dt is not None:
-                    sizes.append(self._buffer_numel(name))
-        return max(sizes) > INT32_MAX
+    def _bound(self, e) -> int | None:
+        """An upper bound of |e| over the kernel's index space (None when unknown)."""
+        e = sympy.sympify(e)
+        if e.is_Integer:
+            return abs(int(e))
+        if e.is_Symbol:
+            return self.sym_bound.get(e.name)
+        if isinstance(e, (sympy.Add, sympy.Max, sympy.Min)) or isinstance(e, sympy.Mul):
+            parts = [self._bound(a) for a in e.args]
+            if any(p is None for p in parts):
+                return None
+            if isinstance(e, sympy.Mul):
+                out = 1
+                for p in parts:
+                    out *= p
+                return out
+            return sum(parts) if isinstance(e, sympy.Add) else max(parts)
+        if isinstance(e, FloorDiv):
+            a = self._bound(e.args[0])
+            return None if a is None else a // max(1, int(e.args[1]) if e.args[1].is_Integer else 1)
+        if isinstance(e, IMod):
+            return self._bound(e.args[1])
+        if isinstance(e, Clamp):
+            return self._bound(e.args[2])
+        return None
 
-    def _buffer_numel(self, name):
-        node = self.writer.get(name)
-        if node is not None:
-            return node.numel * max(node.rnumel, 1) if not node.is_reduction else node.numel
-        return 0  # graph inputs: bounded by the index expressions' ranges below
+    def _check_index(self, index):
+        b = self._bound(index)
+        if b is None or b > INT32_MAX:
+            self.index64 = True
 
     # ------------------------------------------------------------------ emitting
     def emit(self, expr: str, dtype, dims) -> TVar:
@@ -120,8 +143,11 @@ class TritonKernel:
         name = f"tmp{self.n}"
         self.n += 1
         var = TVar(name, dtype, frozenset(dims))
-        self.block.lines.append(f"{name} = {expr}")
-        self.block.cache[expr] = var
+        target = self.block
+        if target.parent is not None and "r" not in var.dims:
+            target = target.parent  # loop-invariant: computed once, before the loop
+        target.lines.append(f"{name} = {expr}")
+        target.cache[expr] = var
         return var
 
     def line(self, text):
@@ -173,6 +199,7 @@ class TritonKernel:
             return self._value_of(name)
         dtype = self.buffer_dtype[name]
         index = sympy.expand(index)
+        self._check_index(index)
         dims = self.dims_of(index)
         ptr = f"{self.ptr(name)} + {texpr(index)}"
         mask = self.mask(dims)
@@ -205,6 +232,7 @@ class TritonKernel:
         if not store_to_memory or name in self.local_buffers:
             return
         index = sympy.expand(index)
+        self._check_index(index)
         dims = self.dims_of(index)
         offset = texpr(index)
         ctx = self.ctx_dims
@@ -236,6 +264,8 @@ class TritonKernel:
         i = self.emit(f"tl.where({bad}, 0, {i})", torch.int64, dims)
         sym = sympy.Symbol(i.name, integer=True, nonnegative=True)
         self.sym_dims[i.name] = dims
+        b = self._bound(size)
+        self.sym_bound[i.name] = None if b is None else b - 1
         return sym
 
     # ------------------------------------------------------------------ node bodies
@@ -254,7 +284,11 @@ class TritonKernel:
     # ------------------------------------------------------------------ structure
     def codegen(self) -> str:
         g = self.g
-        self._prologue()
+        if self.persistent:
+            self.line("rindex = tl.arange(0, RBLOCK)[None, :]@@R64@@")
+            self.line("rmask = rindex < rnumel")
+            self.line("xrmask = xmask & rmask")
+            self.lines_decompose("rindex", self.g.rvars, self.rsizes)
         for kind, members in g.phases:
             if kind == "x":
                 for n in members:
@@ -265,7 +299,8 @@ class TritonKernel:
                 self._looped_phase(members)
         return self._assemble()
 
-    def _prologue(self):
+    def _prologue(self) -> list[str]:
+        saved, self.block = self.block, Block()
         pid = "tl.program_id(0).to(tl.int64)" if self.index64 else "tl.program_id(0)"
         self.line(f"xoffset = {pid} * XBLOCK")
         if self.is_reduction:
@@ -274,11 +309,8 @@ class TritonKernel:
             self.line("xindex = xoffset + tl.arange(0, XBLOCK)")
         self.line("xmask = xindex < xnumel")
         self.lines_decompose("xindex", self.g.xvars, self.xsizes)
-        if self.persistent:
-            self.line("rindex = tl.arange(0, RBLOCK)[None, :]")
-            self.line("rmask = rindex < rnumel")
-            self.line("xrmask = xmask & rmask")
-            self.lines_decompose("rindex", self.g.rvars, self.rsizes)
+        lines, self.block = self.block.lines, saved
+        return lines
 
     def lines_decompose(self, flat, variables, sizes):
         stride = 1
@@ -310,7 +342,7 @@ class TritonKernel:
         pre: list[str] = []
         post: list[tuple] = []
         accs: dict[tuple, tuple] = {}
-        self.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
+        self.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]@@R64@@")
         self.line("rmask = rindex < rnumel")
         self.line("xrmask = xmask & rmask")
         self.lines_decompose("rindex", self.g.rvars, self.rsizes)
@@ -544,7 +576,9 @@ class TritonKernel:
             "@triton.jit",
             f"def {self.kernel_name}({', '.join(args)}):",
         ]
-        body = ["    " + ln for ln in self.top.lines]
+        r64 = ".to(tl.int64)" if self.index64 else ""
+        lines = self._prologue() + [ln.replace("@@R64@@", r64) for ln in self.top.lines]
+        body = ["    " + ln for ln in lines]
         meta = {
             "kind": self.kind,
             "xnumel": self.xnumel,
