@@ -5,7 +5,7 @@ from __future__ import annotations
 import dis
 
 import pytest
-from bytecode_samples import STDLIB_MODULES, module_code_objects
+from bytecode_samples import STDLIB_MODULES, module_code_objects, walk_code
 
 from danlu_dynamo.bytecode import PY_VERSION, assemble, disassemble
 from danlu_dynamo.bytecode.exception_table import encode_exception_table, parse_exception_table
@@ -104,3 +104,42 @@ def test_disassembly_matches_dis_instruction_stream():
             else:
                 assert mine.argval == ref.argval or (mine.argval != mine.argval), (mine, ref)
     assert checked_jumps > 500
+
+
+_SAME_NAME_TWO_SLOTS = """
+class Outer:
+    def method(self):
+        class X:
+            x = __class__
+            def f():
+                __class__
+        return X.x
+"""
+
+_TYPE_PARAM_SCOPES = """
+type Alias[T: ([T for T in (T, [1])[1]], T)] = [T for T in T.__name__]
+def get():
+    T, = Alias.__type_params__
+    return Alias.__value__, T.__constraints__[0]
+"""
+
+
+def test_names_with_two_slots_keep_their_slot():
+    """A name can be a local or cell *and* a free variable (class bodies using __class__,
+    type-parameter scopes); each instruction must keep the slot it used."""
+    from bytecode_edit_helpers import transform_code
+
+    sources = [_SAME_NAME_TWO_SLOTS] + ([_TYPE_PARAM_SCOPES] if PY_VERSION >= (3, 12) else [])
+    for source in sources:
+        top = compile(source, "<two-slots>", "exec")
+        for code in walk_code(top):
+            assert _mismatches(code) == [], code.co_qualname
+        original_ns: dict = {}
+        exec(top, original_ns)
+        edited_ns: dict = {}
+        exec(transform_code(top), edited_ns)
+        if "Outer" in original_ns:
+            assert edited_ns["Outer"]().method() is edited_ns["Outer"]
+            assert original_ns["Outer"]().method() is original_ns["Outer"]
+        else:
+            assert repr(edited_ns["get"]()) == repr(original_ns["get"]())

@@ -86,11 +86,14 @@ def _resolve_table_args(instructions: list[Instruction], tables: CodeTables) -> 
             ins.arg = (tables.name_index(ins.argval, hint=hint) << shift) | flags
         elif op in opcodes.PAIRED_LOCAL_OPS:
             first, second = ins.argval
-            ins.arg = (tables.local_index(first) << 4) | tables.local_index(second)
+            hint1, hint2 = (None, None) if arg is None else (arg >> 4, arg & 15)
+            ins.arg = (tables.local_index(first, hint=hint1) << 4) | tables.local_index(
+                second, hint=hint2
+            )
         elif op in opcodes.LOCAL_OPS:
-            ins.arg = tables.local_index(ins.argval)
+            ins.arg = tables.local_index(ins.argval, hint=arg)
         elif op in opcodes.FREE_OPS:
-            ins.arg = tables.local_index(ins.argval, create=False)
+            ins.arg = tables.local_index(ins.argval, create=False, hint=arg, deref=True)
         elif op in opcodes.COMPARE_OPS and arg is None:
             ins.arg = opcodes.compare_arg(ins.argval)
         elif arg is None:

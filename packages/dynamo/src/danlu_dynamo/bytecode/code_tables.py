@@ -118,7 +118,8 @@ class CodeTables:
             + list(self.freevars)
         )
 
-    def _slots(self) -> dict[str, int]:
+    def _slot_tables(self, *, rebuild: bool = False) -> tuple[list[str], dict, dict]:
+        """(localsplus names, first slot per name, last slot per name), cached."""
         key = (
             len(self.varnames),
             len(self.cellvars),
@@ -128,31 +129,47 @@ class CodeTables:
             id(self.freevars),
         )
         cached = self.__dict__.get("_slot_cache")
-        if cached is None or cached[0] != key:
-            slots: dict[str, int] = {}
-            for i, name in enumerate(self.localsplus()):
-                slots.setdefault(name, i)
-            cached = (key, slots)
+        if rebuild or cached is None or cached[0] != key:
+            names = self.localsplus()
+            first: dict[str, int] = {}
+            last: dict[str, int] = {}
+            for i, name in enumerate(names):
+                first.setdefault(name, i)
+                last[name] = i
+            cached = (key, names, first, last)
             self.__dict__["_slot_cache"] = cached
-        return cached[1]
+        return cached[1], cached[2], cached[3]
 
-    def local_index(self, name: str, *, create: bool = True) -> int:
-        """Slot of `name`; a new plain local is added to co_varnames if `create`."""
-        slot = self._slots().get(name)
-        if slot is not None:
-            if slot < len(self.varnames) and self.varnames[slot] == name:
-                return slot
-            # A cell/free slot, or the lists were edited in place: check against a fresh list.
-            self.__dict__.pop("_slot_cache", None)
-            slot = self._slots().get(name)
-            if slot is not None:
+    def local_index(
+        self, name: str, *, create: bool = True, hint: int | None = None, deref: bool = False
+    ) -> int:
+        """Slot of `name`; a new plain local is added to co_varnames if `create`.
+
+        A name can own two slots (a local or cell that is also a free variable: class bodies
+        with `__class__`, type-parameter scopes); `hint` (the slot used before) keeps the
+        choice, otherwise cell/free-variable instructions (`deref`) take the later slot."""
+        for fresh in (False, True):
+            names, first, last = self._slot_tables(rebuild=fresh)
+            if hint is not None and 0 <= hint < len(names) and names[hint] == name:
+                slot = hint
+            else:
+                slot = (last if deref else first).get(name)
+            if slot is not None and self._name_at(slot) == name:
                 return slot
         if not create:
             raise KeyError(f"no local, cell or free variable named {name!r}")
         if name in self.cellvars or name in self.freevars:
             raise ValueError(f"{name!r} is a cell/free variable name")
         self.varnames.append(name)
-        return self._slots()[name]
+        return self._slot_tables()[1][name]
+
+    def _name_at(self, slot: int) -> str | None:
+        """The name in `slot` according to the current lists (guards against stale caches
+        after in-place edits)."""
+        if slot < len(self.varnames):
+            return self.varnames[slot]
+        names = self.localsplus()
+        return names[slot] if slot < len(names) else None
 
     def add_local(self, name: str) -> int:
         return self.local_index(name, create=True)
