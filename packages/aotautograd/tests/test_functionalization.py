@@ -144,3 +144,23 @@ def test_in_place_layout_change_is_refused():
 
     with pytest.raises(da.AotNotSupported, match="shape or strides in place"):
         da.aot_function(f, da.run_graph)(torch.randn(3, 3))
+
+
+def test_native_batch_norm_hidden_running_stat_writes_are_functionalized():
+    # native_batch_norm updates running statistics in training without saying so in its schema
+    def f(x, w, b, rm, rv):
+        out, _, _ = torch.native_batch_norm(x, w, b, rm, rv, True, 0.2, 1e-5)
+        return out.relu()
+
+    args = [
+        torch.randn(4, 3, 5, 5, requires_grad=True),
+        torch.randn(3, requires_grad=True),
+        torch.randn(3, requires_grad=True),
+        torch.randn(3),
+        torch.rand(3) + 0.5,
+    ]
+    compiled, _, _ = check(f, args)
+    _functional(compiled)
+    assert compiled.compiled[0].program.written_inputs == [3, 4]
+    targets = {str(n.target) for n in compiled.compiled[0].forward_graph.graph.nodes}
+    assert "aten.native_batch_norm.default" not in targets

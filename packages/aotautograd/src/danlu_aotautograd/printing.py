@@ -54,7 +54,10 @@ def format_graph(gm: fx.GraphModule, title: str = "graph") -> str:
             if isinstance(n.target, torch._ops.OpOverload):
                 target = str(n.target)
             args = [_arg(a) for a in n.args] + [f"{k}={_arg(v)}" for k, v in n.kwargs.items()]
-            lines.append(f"  %{n.name}: {_type(val)} = {target}({', '.join(args)})")
+            line = f"  %{n.name}: {_type(val)} = {target}({', '.join(args)})"
+            if "source" in n.meta:
+                line += f"  # {n.meta['source']}"
+            lines.append(line)
     return "\n".join(lines)
 
 

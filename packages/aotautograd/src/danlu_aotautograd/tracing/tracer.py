@@ -18,6 +18,8 @@ Decompositions (a dict ``OpOverload -> fn``) are applied as ops arrive.
 from __future__ import annotations
 
 import operator
+import os
+import sys
 from typing import Any
 
 import torch
@@ -84,6 +86,26 @@ def _call_args(op, bound: dict[str, Any]) -> tuple[tuple, dict]:
         else:
             args.append(bound[a.name])
     return tuple(args), kwargs
+
+
+_SKIP_SOURCE = (
+    os.sep + "torch" + os.sep,
+    os.sep + "danlu_aotautograd" + os.sep,
+    os.sep + "danlu_primtorch" + os.sep,
+    "<frozen ",
+)
+
+
+def user_source() -> str | None:
+    """``file:line (function)`` of the innermost caller outside torch and danlu's tracing:
+    the user's line an op came from (None inside the backward, run by autograd's engine)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not any(s in filename for s in _SKIP_SOURCE) and not filename.startswith("<"):
+            return f"{os.path.basename(filename)}:{frame.f_lineno} ({frame.f_code.co_name})"
+        frame = frame.f_back
+    return None
 
 
 def is_random(func) -> bool:
@@ -183,6 +205,9 @@ class Tracer:
                 f"{func} cannot run on metadata only (no meta kernel): {e}"
             ) from e
         node = self.graph.call_function(func, tuple(args), dict(kwargs))
+        source = user_source()
+        if source is not None:
+            node.meta["source"] = source
         node.meta["val"] = tree_map(
             lambda o: ShadowTensor(o, device) if isinstance(o, torch.Tensor) else o, out
         )
@@ -260,6 +285,8 @@ class Tracer:
             return t
         if func is aten.resize_.default and list(args[0].shape) == list(args[1]):
             return args[0]
+        if func is aten.native_batch_norm.default and args[5] and args[3] is not None:
+            return self._native_batch_norm_training(args, kwargs)
         if torch.Tag.inplace_view in func.tags:  # t_, squeeze_, as_strided_: layout changes
             raise AotNotSupported(f"{func} changes a tensor's shape or strides in place")
         if mutated_args(func):
@@ -335,6 +362,18 @@ class Tracer:
         if not rets:
             return None
         return rets[0] if len(rets) == 1 else tuple(rets)
+
+    def _native_batch_norm_training(self, args, kwargs):
+        """``native_batch_norm`` in training updates the running statistics in place although
+        its schema does not say so: record the functional op and write the new statistics."""
+        full = _bind(aten.native_batch_norm.default, args, kwargs, defaults=True)
+        op = aten._native_batch_norm_legit_functional.default
+        op_args, op_kwargs = _call_args(op, full)
+        node = self.emit(op, tree_map(self._as_arg, op_args), tree_map(self._as_arg, op_kwargs))
+        out, save_mean, save_rstd, new_mean, new_var = self._items(node)
+        self.write(full["running_mean"], new_mean)
+        self.write(full["running_var"], new_var)
+        return self._wrap(out), self._wrap(save_mean), self._wrap(save_rstd)
 
     def write(self, t, new: fx.Node) -> None:
         """Record that ``t`` now holds ``new`` (and so does the matching part of its root)."""
