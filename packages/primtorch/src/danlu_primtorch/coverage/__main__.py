@@ -55,7 +55,7 @@ def main(argv=None) -> int:
                 print(f"{r[0]:<{w}}  {r[1]:<20}  {r[2]:<12}  {r[3]}")
     print()
     for line in report.summary(results):
-        print(line)
+        print(f"- {line}" if args.markdown else line)
     return 0
 
 
