@@ -5,10 +5,9 @@ import copy
 
 import pytest
 import torch
+import transformers  # noqa: E402  (declared in the test extra)
 
 import danlu_aotautograd as da
-
-transformers = pytest.importorskip("transformers")
 
 
 def gpt2():
