@@ -35,7 +35,13 @@ def test_constants_keep_special_values_and_round_reduced_floats():
 
 @pytest.mark.parametrize(
     "kind,x,r",
-    [("pointwise", 37000, 1), ("persistent_reduction", 1000, 37), ("reduction", 8, 3000)],
+    [
+        ("pointwise", 37000, 1),
+        ("pointwise_2d", 200, 77),
+        ("pointwise_2d", 16, 2**24),
+        ("persistent_reduction", 1000, 37),
+        ("reduction", 8, 3000),
+    ],
 )
 def test_configs_cover_the_sizes(kind, x, r):
     h = heuristic_config(kind, x, r)
@@ -45,6 +51,8 @@ def test_configs_cover_the_sizes(kind, x, r):
         assert all(c.RBLOCK >= r and c.RBLOCK & (c.RBLOCK - 1) == 0 for c in cands)
     for c in cands:
         assert 1 <= c.num_warps <= 8 and c.XBLOCK >= 1
+        if kind == "pointwise_2d":
+            assert (r + c.RBLOCK - 1) // c.RBLOCK <= 65535  # grid axis 1 limit
 
 
 def _kernels_for(fn, *inputs):

@@ -169,7 +169,10 @@ class TritonLauncher:
         ).hexdigest()[:32]
 
     def grid(self, cfg: Config):
-        return ((self.xnumel + cfg.XBLOCK - 1) // cfg.XBLOCK,)
+        xg = (self.xnumel + cfg.XBLOCK - 1) // cfg.XBLOCK
+        if self.kind == "pointwise_2d":
+            return (xg, (self.rnumel + cfg.RBLOCK - 1) // cfg.RBLOCK)
+        return (xg,)
 
     def _launch(self, cfg: Config, args):
         sizes = [self.xnumel] + ([self.rnumel] if self.kind != "pointwise" else [])

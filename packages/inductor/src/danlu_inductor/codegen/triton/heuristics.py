@@ -31,6 +31,12 @@ def heuristic_config(kind: str, xnumel: int, rnumel: int) -> Config:
     if kind == "pointwise":
         xb = min(1024, next_power_of_2(max(xnumel, 1)))
         return Config(xb, None, _warps(xb))
+    if kind == "pointwise_2d":
+        xb = min(64, next_power_of_2(max(xnumel, 1)))
+        rb = min(64, next_power_of_2(max(rnumel, 1)))
+        while (rnumel + rb - 1) // rb > 65535:  # grid axis 1 limit
+            rb *= 2
+        return Config(xb, rb, _warps(xb * rb))
     if kind == "persistent_reduction":
         rb = next_power_of_2(max(rnumel, 1))
         xb = max(1, min(next_power_of_2(max(xnumel, 1)), 4096 // rb, 64))
@@ -47,6 +53,11 @@ def candidate_configs(kind: str, xnumel: int, rnumel: int) -> list[Config]:
     if kind == "pointwise":
         for xb, w in ((256, 2), (512, 4), (1024, 4), (2048, 8)):
             cands.append(Config(min(xb, max(xcap, 16)), None, w))
+    elif kind == "pointwise_2d":
+        rcap = next_power_of_2(max(rnumel, 1))
+        for xb, rb, w in ((32, 32, 4), (64, 64, 4), (16, 128, 4), (128, 16, 4), (64, 128, 8)):
+            rb = max(min(rb, rcap), base.RBLOCK if (rnumel + rb - 1) // rb > 65535 else 1)
+            cands.append(Config(max(1, min(xb, xcap)), rb, w))
     elif kind == "persistent_reduction":
         rb = base.RBLOCK
         for xb in (1, 2, 8, 32):

@@ -30,6 +30,7 @@ from danlu_inductor.ir.ops import V
 from danlu_inductor.ir.symbols import Clamp, FloorDiv, IMod, to_int
 
 PERSISTENT_MAX_RNUMEL = 1024
+TILE_MIN = 16  # both sides of a 2-D pointwise tile span at least this many elements
 INT32_MAX = 2**31 - 1
 BIG_INDEX = 2**62
 
@@ -75,7 +76,16 @@ class TritonKernel:
         self.rnumel = _prod(self.rsizes)
         self.is_reduction = group.has_reduction
         self.persistent = self.is_reduction and self.rnumel <= PERSISTENT_MAX_RNUMEL
-        if not self.is_reduction:
+        # pointwise groups whose accesses run contiguously along different dims (transposes)
+        # get 2-D tiles: outer dims [:split] on axis 0, inner dims [split:] on axis 1
+        self.split = None if self.is_reduction else self._tile_split()
+        self.tiled = self.split is not None
+        self.two_d = self.is_reduction or self.tiled
+        if self.tiled:
+            self.kind = "pointwise_2d"
+            self.xnumel = _prod(self.xsizes[: self.split])
+            self.rnumel = _prod(self.xsizes[self.split :])
+        elif not self.is_reduction:
             self.kind = "pointwise"
         else:
             self.kind = "persistent_reduction" if self.persistent else "reduction"
@@ -89,8 +99,9 @@ class TritonKernel:
         self.writer = {n.name: n for n in group.nodes}
         self.values: dict[str, tuple[TVar, Block]] = {}
         self.sym_dims: dict[str, frozenset] = {}
-        for v in group.xvars:
-            self.sym_dims[v.name] = frozenset("x")
+        for k, v in enumerate(group.xvars):
+            inner = self.tiled and k >= self.split
+            self.sym_dims[v.name] = frozenset("r" if inner else "x")
         for v in group.rvars:
             self.sym_dims[v.name] = frozenset("r")
         self.ops = TritonOverrides(self)
@@ -103,6 +114,34 @@ class TritonKernel:
             self.sym_bound[v.name] = size - 1
         for v, size in zip(group.rvars, self.rsizes):
             self.sym_bound[v.name] = size - 1
+
+    def _tile_split(self) -> int | None:
+        g = self.g
+        if len(self.xsizes) < 2:
+            return None
+        exprs = []
+        for n in g.nodes:
+            for _, e, indirect in g.reads_in_kernel(n):
+                if indirect:
+                    return None
+                exprs.append(e)
+            exprs.append(g.write_in_kernel(n))
+        contiguous = set()
+        for e in exprs:
+            e = sympy.expand(e)
+            moving = [v for k, v in enumerate(g.xvars) if self.xsizes[k] > 1 and e.has(v)]
+            if len(moving) < 2:
+                continue  # a broadcast read: contiguous along whatever it spans
+            for k, v in enumerate(g.xvars):
+                if self.xsizes[k] > 1 and sympy.diff(e, v) == 1:
+                    contiguous.add(k)
+        if len(contiguous) < 2:
+            return None
+        split = max(contiguous)
+        outer, inner = _prod(self.xsizes[:split]), _prod(self.xsizes[split:])
+        if outer < TILE_MIN or inner < TILE_MIN:
+            return None
+        return split
 
     def _bound(self, e) -> int | None:
         """An upper bound of |e| over the kernel's index space (None when unknown)."""
@@ -165,7 +204,7 @@ class TritonKernel:
         return frozenset(out)
 
     def shape(self, dims) -> str:
-        if not self.is_reduction:
+        if not self.two_d:
             return "[XBLOCK]"
         return {
             frozenset(): "[1, 1]",
@@ -274,7 +313,7 @@ class TritonKernel:
         placement = self.g.placements[node.name]
         self.ctx_dims = frozenset("x") if placement in ("x", "reduction") else frozenset("xr")
         if not self.is_reduction:
-            self.ctx_dims = frozenset("x")
+            self.ctx_dims = frozenset("xr") if self.tiled else frozenset("x")
         with V.set_handler(self.ops):
             value = node.run_body(idx, ridx)
         if not node.is_reduction:
@@ -303,12 +342,22 @@ class TritonKernel:
         saved, self.block = self.block, Block()
         pid = "tl.program_id(0).to(tl.int64)" if self.index64 else "tl.program_id(0)"
         self.line(f"xoffset = {pid} * XBLOCK")
-        if self.is_reduction:
+        if self.two_d:
             self.line("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
         else:
             self.line("xindex = xoffset + tl.arange(0, XBLOCK)")
         self.line("xmask = xindex < xnumel")
-        self.lines_decompose("xindex", self.g.xvars, self.xsizes)
+        if self.tiled:
+            k = self.split
+            self.lines_decompose("xindex", self.g.xvars[:k], self.xsizes[:k])
+            pid1 = "tl.program_id(1).to(tl.int64)" if self.index64 else "tl.program_id(1)"
+            self.line(f"roffset = {pid1} * RBLOCK")
+            self.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
+            self.line("rmask = rindex < rnumel")
+            self.line("xrmask = xmask & rmask")
+            self.lines_decompose("rindex", self.g.xvars[k:], self.xsizes[k:])
+        else:
+            self.lines_decompose("xindex", self.g.xvars, self.xsizes)
         lines, self.block = self.block.lines, saved
         return lines
 
@@ -562,10 +611,10 @@ class TritonKernel:
         if self.uses_err:
             sig["err_ptr"] = "*i64"
         sig["xnumel"] = "i64" if self.index64 else "i32"
-        if self.is_reduction:
+        if self.two_d:
             sig["rnumel"] = "i64" if self.index64 else "i32"
         sig["XBLOCK"] = "constexpr"
-        if self.is_reduction:
+        if self.two_d:
             sig["RBLOCK"] = "constexpr"
         return sig
 
