@@ -22,6 +22,9 @@ PLAN = (
 )
 # Inputs moved to a fake CUDA device: outputs must land there (device propagation).
 CUDA_PLAN = ((torch.float32, 2),)
+# The unit test sweeps fewer samples per op (CI time); this script reports the full plans.
+TEST_PLAN = tuple((dtype, 3 if dtype == torch.float32 else 1) for dtype, _ in PLAN)
+TEST_CUDA_PLAN = ((torch.float32, 1),)
 
 
 def significant_strides(t: torch.Tensor):

@@ -123,8 +123,6 @@ class AtenTracer(TorchDispatchMode):
         """The graph argument standing for a runtime value (tensors -> nodes)."""
         if isinstance(x, torch.Tensor):
             return self.node_of(x)
-        if isinstance(x, torch.dtype | torch.device | torch.layout | torch.memory_format):
-            return x
         return x
 
     def node_of(self, t: torch.Tensor) -> fx.Node:
