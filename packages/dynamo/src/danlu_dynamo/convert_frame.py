@@ -78,7 +78,7 @@ class Segment:
         inputs = self.fetch(L, fs.G, fs.C, fs.K)
         outs = self.compiled(*inputs) if self.compiled is not None else ()
         ctx = _RunCtx(L, fs.G, fs.C, fs.K, outs)
-        if self.kind == "return":
+        if self.kind in ("return", "eager_call"):
             value = self.ret(ctx)
             _replay(self.replays, ctx)
             raise Returned(value)
@@ -185,6 +185,26 @@ def _signature(fn):
 
 
 def run_state(ctx: CaptureContext, fs: FrameState):
+    """Run a frame's segments. Under the frame hook, only eagerly executed instructions run
+    with the hook on: guards, tracing, graphs, rebuilds and replays never start user frames
+    that the hook should capture."""
+    hook_state = _suspend_hook()
+    try:
+        return _run_state(ctx, fs, hook_state)
+    finally:
+        _resume_hook(hook_state)
+
+
+def _step(fs, call_hook, hook_state):
+    _resume_hook(hook_state)
+    try:
+        step(fs, call_hook)
+    finally:
+        if hook_state is not _NO_HOOK:
+            _suspend_hook()
+
+
+def _run_state(ctx: CaptureContext, fs: FrameState, hook_state):
     cache = ctx.caches.get(fs.code)
     if cache is None:
         cache = ctx.caches[fs.code] = CodeCache()
@@ -205,7 +225,7 @@ def run_state(ctx: CaptureContext, fs: FrameState):
             if seg is None:
                 seg = _compile(ctx, cache, fs)
             if seg is not None:
-                if seg.kind == "eager_call":
+                if seg.kind == "eager_call" and fs.entry is not None:
                     return fs.fn(*_rebind(fs))
                 try:
                     seg.run(fs)
@@ -213,7 +233,7 @@ def run_state(ctx: CaptureContext, fs: FrameState):
                     return r.value
                 # graph break: run the unsupported instruction eagerly
                 try:
-                    step(fs, call_hook)
+                    _step(fs, call_hook, hook_state)
                 except Returned as r:
                     return r.value
                 resumable = True
@@ -224,7 +244,7 @@ def run_state(ctx: CaptureContext, fs: FrameState):
         resumable = False
         fs.entry = None
         try:
-            step(fs, call_hook)
+            _step(fs, call_hook, hook_state)
         except Returned as r:
             return r.value
 
@@ -310,7 +330,11 @@ _STDLIB = sys.prefix
 
 def _is_user_code(code) -> bool:
     fname = code.co_filename
-    if "/torch/" in fname or "/danlu_" in fname or fname.startswith("<frozen"):
+    if (
+        "/torch/" in fname
+        or "/danlu_" in fname
+        or fname.startswith(("<frozen", "<eval_with_key", "<danlu"))
+    ):
         return False
     if fname.startswith(sys.base_prefix + "/lib/python") and "site-packages" not in fname:
         return False
@@ -368,6 +392,7 @@ def _compile(ctx: CaptureContext, cache: CodeCache, fs: FrameState):
             n_entries,
         )
     t0 = time.perf_counter()
+    hook_state = _suspend_hook()
     try:
         seg = _trace_segment(ctx, fs)
     except GraphBreakError:
@@ -389,12 +414,35 @@ def _compile(ctx: CaptureContext, cache: CodeCache, fs: FrameState):
         ctx.eager_reasons.append(f"{e.user_loc or _loc(fs.code)}: {e.reason} (ran eagerly)")
         cache.failed.add(fs.offset)
         return None
+    finally:
+        _resume_hook(hook_state)
     seg.capture_time = time.perf_counter() - t0
     cache.entries.setdefault(fs.offset, []).insert(0, seg)
     ctx.records.append(seg)
     if seg.graph_break is not None:
         ctx.breaks.append(seg.graph_break)
     return seg
+
+
+_NO_HOOK = object()
+
+
+def _suspend_hook():
+    """Tracing and backend compilation never run under the frame hook."""
+    from . import config
+
+    if not config.use_frame_hook:
+        return _NO_HOOK
+    from . import eval_frame
+
+    return eval_frame.set_eval_frame(None)
+
+
+def _resume_hook(state):
+    if state is not _NO_HOOK:
+        from . import eval_frame
+
+        eval_frame.set_eval_frame(state)
 
 
 def _loc(code):

@@ -7,8 +7,26 @@ import types
 
 import torch
 
+from . import config
 from .backends import lookup_backend
-from .convert_frame import CaptureContext, _capturable, run_function
+from .convert_frame import CaptureContext, _capturable, _tls, run_function
+
+
+def _run(ctx, fn, args, kwargs):
+    if not config.use_frame_hook:
+        return run_function(ctx, fn, args, kwargs)
+    from . import eval_frame
+    from .hook_entry import callback
+
+    prev_ctx = getattr(_tls, "ctx", None)
+    _tls.ctx = ctx
+    prev = eval_frame.set_eval_frame(callback)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        eval_frame.set_eval_frame(prev)
+        _tls.ctx = prev_ctx
+
 
 _contexts: list = []
 
@@ -27,7 +45,7 @@ class OptimizedModule(torch.nn.Module):
         if target is None:  # hooks or a non-Python forward: run the module eagerly
             return mod(*args, **kwargs)
         f, pre = target
-        return run_function(self._capture_ctx, f, [*pre, *args], kwargs)
+        return _run(self._capture_ctx, f, [*pre, *args], kwargs)
 
     def __getattr__(self, name):
         try:
@@ -50,7 +68,7 @@ class _Optimizer:
 
             @functools.wraps(func)
             def bound(*args, **kwargs):
-                return run_function(ctx, func, [self_, *args], kwargs)
+                return _run(ctx, func, [self_, *args], kwargs)
 
             bound._capture_ctx = ctx
             return bound
@@ -59,7 +77,7 @@ class _Optimizer:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            return run_function(ctx, fn, args, kwargs)
+            return _run(ctx, fn, args, kwargs)
 
         wrapper._capture_ctx = ctx
         wrapper._orig_fn = fn

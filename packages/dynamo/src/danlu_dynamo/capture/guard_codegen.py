@@ -54,6 +54,7 @@ class GuardSet:
         self.guards: list[Guard] = []
         self._seen: set[str] = set()
         self.env: dict[str, object] = {
+            "__name__": "danlu_dynamo.generated",
             "___tensor_match": _tensor_match,
             "torch": torch,
             "inspect": __import__("inspect"),

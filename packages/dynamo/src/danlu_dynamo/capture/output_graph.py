@@ -370,12 +370,7 @@ class Rebuilder:
                     continue
                 cell = var.real
                 val = self.rebuild(var.contents)
-                out.append(
-                    (
-                        lambda ctx, c=cell, v=val: v(ctx),
-                        lambda c, x, cell=cell: setattr(cell, "cell_contents", x),
-                    )
-                )
+                out.append((val, lambda x, cell=cell: setattr(cell, "cell_contents", x)))
             elif isinstance(var, ListIteratorVar):
                 it = self.from_source(var.source)
                 idx = var.base_index + var.index
@@ -428,7 +423,13 @@ def _dict_replace(p):
     d.update(items)
 
 
-_SOURCE_ENV = {"inspect": inspect, "torch": torch, "types": types, "sys": __import__("sys")}
+_SOURCE_ENV = {
+    "__name__": "danlu_dynamo.generated",
+    "inspect": inspect,
+    "torch": torch,
+    "types": types,
+    "sys": __import__("sys"),
+}
 
 
 def compile_source(expr: str):

@@ -1,0 +1,148 @@
+"""Capture through the C frame hook (``eval_frame``): every user frame started inside a
+compiled region — including frames started by library code (module hooks, autograd
+Functions, callbacks) — runs through capture.
+
+On a cache miss the hook calls ``callback``; for user code it answers a *trampoline*: a code
+object with the original's argument layout, cells and free variables that calls
+``_enter(original_code, args, closure)``, which runs the frame's segments
+(``convert_frame.run_state``). Segment guards stay in the segment cache, so the C entry's
+check function accepts everything, except while a frame must run as the original (the
+whole-frame eager fallback), which a thread-local flag announces.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import threading
+import types
+
+from . import eval_frame as ef
+from .bytecode import Positions, create_instruction, make_code
+from .bytecode import builders as b
+from .capture.eager_step import FrameState
+from .convert_frame import _is_user_code, current_context, run_state
+
+_tls = threading.local()
+_trampolines: dict = {}
+_ARG_FLAGS = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+
+
+def _accept(f_locals) -> bool:
+    return not getattr(_tls, "bypass", False)
+
+
+def _arg_names(code):
+    n = code.co_argcount + code.co_kwonlyargcount
+    n += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return code.co_varnames[:n]
+
+
+def trampoline(code: types.CodeType) -> types.CodeType:
+    hit = _trampolines.get(code)
+    if hit is not None:
+        return hit
+    names = _arg_names(code)
+    cells = set(code.co_cellvars)
+    loads = [b.load_deref(n) if n in cells else b.load_local(n) for n in names]
+    body = [
+        *b.call(
+            b.load_const(_enter),
+            [
+                b.load_const(code),
+                [*[i for x in loads for i in x], *b.build_tuple(len(names))],
+                [
+                    *[create_instruction("LOAD_CLOSURE", argval=f) for f in code.co_freevars],
+                    *b.build_tuple(len(code.co_freevars)),
+                ],
+            ],
+        ),
+        *b.return_value(),
+    ]
+    here = Positions(code.co_firstlineno, code.co_firstlineno, 0, 0)
+    for inst in body:  # a location for tracebacks that pass through the trampoline
+        inst.positions = here
+    new = make_code(
+        body,
+        name=code.co_name,
+        qualname=code.co_qualname,
+        argnames=names,
+        cellvars=code.co_cellvars,
+        freevars=code.co_freevars,
+        filename=code.co_filename,
+        firstlineno=code.co_firstlineno,
+    )
+    flags = new.co_flags & ~_ARG_FLAGS | (code.co_flags & _ARG_FLAGS)
+    new = new.replace(
+        co_argcount=code.co_argcount,
+        co_posonlyargcount=code.co_posonlyargcount,
+        co_kwonlyargcount=code.co_kwonlyargcount,
+        co_flags=flags,
+    )
+    ef.check_transformed_code(code, new)
+    ef.mark_skip(new)
+    _trampolines[code] = new
+    return new
+
+
+def _enter(code, args, closure):
+    ctx = current_context()
+    names = _arg_names(code)
+    L = dict(zip(names, args))
+    cells = {}
+    for n in code.co_cellvars:  # arguments that are cells arrive as their values
+        if n in L:
+            cells[n] = types.CellType(L.pop(n))
+    g = _tls.globals_by_code.get(code) if hasattr(_tls, "globals_by_code") else None
+    fn = types.FunctionType(code, g if g is not None else {}, code.co_name, None, closure or None)
+    fs = FrameState(code, fn, L, fn.__globals__, closure or (), cells, [], None, 0)
+    fs.entry = None  # arguments are already bound: an eager fallback calls _call_original
+    return run_state(ctx, fs)
+
+
+_LIBRARY_ROOTS = set(sys.stdlib_module_names) | {
+    "torch",
+    "danlu",
+    "danlu_dynamo",
+    "danlu_primtorch",
+    "danlu_aotautograd",
+    "danlu_inductor",
+    "numpy",
+    "pytest",
+    "_pytest",
+    "pluggy",
+    "typing_extensions",
+    "sympy",
+    "triton",
+    "_distutils_hack",
+    "setuptools",
+    "pkg_resources",
+    "importlib_metadata",
+    "xdist",
+    "execnet",
+}
+
+
+def _wants(frame) -> bool:
+    """User code only: never the standard library, torch, danlu itself, or code generated
+    by them (namedtuple constructors, FX graph code)."""
+    code = frame.f_code
+    if not _is_user_code(code):
+        return False
+    mod = frame.f_globals.get("__name__") or ""
+    root = mod.partition(".")[0]
+    return not (root in _LIBRARY_ROOTS or mod.startswith("namedtuple_"))
+
+
+def callback(frame, cache_size):
+    code = frame.f_code
+    if not _wants(frame):
+        ef.mark_skip(code)
+        return None
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        ef.mark_skip(code)
+        return None
+    if not hasattr(_tls, "globals_by_code"):
+        _tls.globals_by_code = {}
+    _tls.globals_by_code[code] = frame.f_globals
+    return ef.GuardedCode(trampoline(code), _accept)
