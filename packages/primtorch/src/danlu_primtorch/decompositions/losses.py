@@ -147,7 +147,7 @@ def _nll_picked(self, target, weight, ignore_index):
     )
     keep = aten.ne.Scalar(target, ignore_index)
     if weight is not None:
-        w = aten.index.Tensor(weight, [safe_t])
+        w = _take(weight, safe_t)
     else:
         w = aten.full.default([], 1, dtype=self.dtype, device=self.device)
     w = where(keep, w, aten.scalar_tensor.default(0, dtype=self.dtype, device=self.device))
@@ -180,7 +180,7 @@ def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index
     safe_t = where(aten.eq.Scalar(t, ignore_index), 0, t)
     keep = aten.ne.Scalar(t, ignore_index)
     w = (
-        aten.index.Tensor(weight, [safe_t])
+        _take(weight, safe_t)
         if weight is not None
         else aten.full.default([], 1, dtype=s.dtype, device=s.device)
     )
@@ -210,7 +210,7 @@ def multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=MEAN):
     if p == 2:
         z = aten.mul.Tensor(z, z)
     if weight is not None:
-        z = aten.mul.Tensor(z, aten.unsqueeze.default(aten.index.Tensor(weight, [t]), 1))
+        z = aten.mul.Tensor(z, aten.unsqueeze.default(_take(weight, t), 1))
     not_target = aten.ne.Tensor(
         aten.unsqueeze.default(to_dtype(_iota_like(c, x), t.dtype), 0), aten.unsqueeze.default(t, 1)
     )
@@ -223,3 +223,9 @@ def multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=MEAN):
 
 def _iota_like(n, x):
     return aten.arange.start_step(0, n, 1, dtype=torch.int64, device=x.device)
+
+
+def _take(vec, idx):
+    """vec[idx] for a 1-d vec and an integer idx of any shape (index_select, not advanced indexing)."""
+    flat = aten.index_select.default(vec, 0, aten.view.default(idx, [-1]))
+    return aten.view.default(flat, list(idx.shape))

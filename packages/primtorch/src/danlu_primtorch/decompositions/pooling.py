@@ -1,7 +1,7 @@
 """Pooling (max, average, adaptive) in 1-3 spatial dims, forward and backward.
 
 Every pool is a windowed gather: for each spatial dim an index table ``idx[o, k]`` (output
-position o, window offset k) and a validity mask; one ``index.Tensor`` reads all windows at once
+position o, window offset k) and a validity mask; one ``index_select`` per dim reads all windows
 as ``[..., O1, .., On, K1*..*Kn]`` and a reduction finishes it. Backward ops scatter-add the
 gradient through the same tables.
 """
@@ -67,14 +67,18 @@ class _Windows:
         )
 
     def read(self, fill):
+        # a separable gather: one index_select per spatial dim (with the flattened [O_i, K_i]
+        # table), so no multi-dimensional advanced indexing is needed
         lead = self.x.dim() - self.n
-        safe = [where(v, i, 0) for i, v in zip(self.idx, self.valid)]
-        vals = aten.index.Tensor(self.x, [None] * lead + self._grid(safe))
-        ok = self._valid_grid()
-        vals = where(
-            ok, vals, aten.scalar_tensor.default(fill, dtype=self.x.dtype, device=self.x.device)
-        )
-        return self._to_out_k(vals)
+        out = self.x
+        for i, (idx, v) in enumerate(zip(self.idx, self.valid)):
+            d = lead + 2 * i
+            o, k = idx.shape
+            out = aten.index_select.default(out, d, aten.view.default(where(v, idx, 0), [o * k]))
+            shape = list(out.shape)
+            out = aten.view.default(out, shape[:d] + [o, k] + shape[d + 1 :])
+        fill_t = aten.scalar_tensor.default(fill, dtype=self.x.dtype, device=self.x.device)
+        return self._to_out_k(where(self._valid_grid(), out, fill_t))
 
     def _valid_grid(self):
         ok = None

@@ -352,6 +352,9 @@ def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners
     gx = _source_coord(aten.select.int(grid, -1, 0), w, padding_mode, align_corners)
     gy = _source_coord(aten.select.int(grid, -1, 1), h, padding_mode, align_corners)
     batch = aten.view.default(iota(n, input), [n, 1, 1])
+    rows = aten.permute.default(input, [0, 2, 3, 1])
+    rows = aten.clone.default(rows, memory_format=torch.contiguous_format)
+    rows = aten.view.default(rows, [n * h * w, c])
 
     def tap(iy, ix):
         valid = aten.logical_and.default(
@@ -360,7 +363,13 @@ def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners
         )
         sx = where(valid, ix, 0)
         sy = where(valid, iy, 0)
-        vals = aten.index.Tensor(input, [batch, None, sy, sx])  # [N, Ho, Wo, C]
+        # rows of the [N*H*W, C] view of the input, read with one index_select
+        flat = aten.add.Tensor(
+            aten.mul.Tensor(aten.add.Tensor(aten.mul.Tensor(batch, h), sy), w), sx
+        )
+        ho, wo = flat.shape[1], flat.shape[2]
+        vals = aten.index_select.default(rows, 0, aten.view.default(flat, [-1]))
+        vals = aten.view.default(vals, [n, ho, wo, c])  # [N, Ho, Wo, C]
         vals = where(aten.unsqueeze.default(valid, -1), vals, 0)
         return aten.permute.default(vals, [0, 3, 1, 2])
 
