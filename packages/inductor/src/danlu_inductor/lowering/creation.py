@@ -240,3 +240,43 @@ def gather(x, dim, index, sparse_grad=False):
         return xload(full)
 
     return StorageBox(Pointwise(x.get_dtype(), index.get_size(), inner))
+
+
+@register(aten.index.Tensor)
+def index(x, indices):
+    """``x[i0, i1, ...]`` with integer index tensors (None = whole dim). Index tensors are
+    broadcast together; their result dims go where torch puts them: in place of the indexed
+    dims if those are adjacent, else first. Boolean masks (data-dependent shape) fall back."""
+    size = list(x.get_size())
+    indices = list(indices) + [None] * (len(size) - len(indices))
+    tensors = [(d, t) for d, t in enumerate(indices) if t is not None]
+    if not tensors or any(t.get_dtype() not in (torch.int64, torch.int32) for _, t in tensors):
+        raise NotLowered("index with boolean or no index tensors")
+    from danlu_inductor.lowering.registry import broadcast_loader, broadcast_shapes
+
+    bshape = broadcast_shapes(*[t.get_size() for _, t in tensors])
+    dims = [d for d, _ in tensors]
+    adjacent = dims == list(range(dims[0], dims[-1] + 1))
+    rest = [d for d in range(len(size)) if d not in dims]
+    if adjacent:
+        before = [d for d in rest if d < dims[0]]
+        after = [d for d in rest if d > dims[-1]]
+    else:
+        before, after = [], rest
+    out_size = [size[d] for d in before] + list(bshape) + [size[d] for d in after]
+    xload = x.make_loader()
+    loaders = [(d, broadcast_loader(t, bshape)) for d, t in tensors]
+    nb = len(bshape)
+
+    def inner(idx):
+        full = [None] * len(size)
+        for k, d in enumerate(before):
+            full[d] = idx[k]
+        bidx = idx[len(before) : len(before) + nb]
+        for k, d in enumerate(after):
+            full[d] = idx[len(before) + nb + k]
+        for d, load in loaders:
+            full[d] = ops.indirect_indexing(load(bidx), to_int(size[d]))
+        return xload(full)
+
+    return StorageBox(Pointwise(x.get_dtype(), out_size, inner))
