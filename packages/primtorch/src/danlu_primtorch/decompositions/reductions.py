@@ -359,7 +359,8 @@ def _select_sorted(self, k, dim, keepdim, nan_propagates):
     return v, i
 
 
-@register(aten.kthvalue.default)
+# not registered: among tied values eager's quickselect returns an index a stable sort does
+# not reproduce (the OpInfo sweep sees it on integer samples), so kthvalue stays an ATen op
 def kthvalue(self, k, dim=-1, keepdim=False):
     n = self.shape[wrap_dim(dim, self.dim())] if self.dim() else 1
     if not 1 <= k <= n:
@@ -373,3 +374,55 @@ def median_dim(self, dim, keepdim=False):
     if n == 0:
         raise IndexError("median(): Expected reduction dim to have non-zero size.")
     return _select_sorted(self, (n - 1) // 2, dim, keepdim, True)
+
+
+# not registered: for an all-NaN row eager's quickselect returns an index (0 for 3 NaNs, 2 for
+# 4) that no sort reproduces; nanmedian.dim stays an ATen op
+def nanmedian_dim(self, dim, keepdim=False):
+    if self.dim() == 0:
+        return aten.clone.default(self), aten.full.default(
+            [], 0, dtype=torch.int64, device=self.device
+        )
+    dim = wrap_dim(dim, self.dim())
+    n = self.shape[dim]
+    if n == 0:
+        raise IndexError("nanmedian(): Expected reduction dim to have non-zero size.")
+    if not self.dtype.is_floating_point:
+        return _select_sorted(self, (n - 1) // 2, dim, keepdim, False)
+    vals, idx = aten.sort.stable(self, stable=True, dim=dim)
+    # NaNs sort last: the median of the non-NaN prefix sits at (count - 1) // 2 (all NaN: 0)
+    valid = aten.sum.dim_IntList(
+        aten.logical_not.default(aten.isnan.default(self)), [dim], True, dtype=torch.int64
+    )
+    k = aten.div.Tensor_mode(
+        aten.sub.Tensor(aten.clamp.default(valid, 1), 1), 2, rounding_mode="floor"
+    )
+    v = aten.gather.default(vals, dim, k)
+    i = aten.gather.default(idx, dim, k)
+    if not keepdim:
+        v, i = aten.squeeze.dims(v, [dim]), aten.squeeze.dims(i, [dim])
+    return v, i
+
+
+@register(aten.histc.default)
+def histc(self, bins=100, min=0, max=0):
+    if not self.dtype.is_floating_point:
+        raise RuntimeError(
+            f"\"histogram_cpu\" not implemented for '{str(self.dtype).replace('torch.', '').title()}'"
+        )
+    x = aten.view.default(self, [-1])
+    lo = aten.scalar_tensor.default(min, dtype=self.dtype, device=self.device)
+    hi = aten.scalar_tensor.default(max, dtype=self.dtype, device=self.device)
+    if min == max:
+        # min == max asks for the data's range; an empty or constant input widens it by 1
+        if x.numel():
+            lo, hi = aten.amin.default(x, [0], False), aten.amax.default(x, [0], False)
+        same = aten.eq.Tensor(lo, hi)
+        lo = where(same, aten.sub.Tensor(lo, 1), lo)
+        hi = where(same, aten.add.Tensor(hi, 1), hi)
+    inside = aten.logical_and.default(aten.ge.Tensor(x, lo), aten.le.Tensor(x, hi))
+    pos = aten.div.Tensor(aten.mul.Tensor(aten.sub.Tensor(x, lo), bins), aten.sub.Tensor(hi, lo))
+    b = aten.clamp.default(to_dtype(pos, torch.int64), 0, bins - 1)
+    ones = to_dtype(inside, self.dtype)
+    counts = aten.full.default([bins], 0, dtype=self.dtype, device=self.device)
+    return aten.scatter_add.default(counts, 0, b, ones)
