@@ -131,3 +131,25 @@ def test_fallback_and_unsupported_are_clear_errors():
             torch.linalg.cholesky(x)
         except UnsupportedFakeOp as e:
             assert "cholesky" in str(e)
+
+
+def test_error_types_and_parameters():
+    from danlu_primtorch import UnsupportedFakeOp
+
+    assert issubclass(DataDependentOutputError, RuntimeError)
+    assert issubclass(UnsupportedFakeOp, RuntimeError)
+    assert issubclass(FakeTensorMixingError, RuntimeError)
+    mode = FakeTensorMode()
+    with mode:
+        p = torch.nn.Parameter(torch.empty(3, 4, device="cuda"))
+        assert isinstance(p, torch.nn.Parameter) and isinstance(p, FakeTensor)
+        assert p.requires_grad and p.device == torch.device("cuda", 0)
+    # a differentiable real view becomes a differentiable fake view of its base's fake
+    base = torch.randn(4, 4, requires_grad=True)
+    view = base[1:]
+    fake_view = mode.from_real(view)
+    assert fake_view._base is mode.from_real(base) and fake_view.requires_grad
+    assert fake_view.grad_fn is not None
+    with mode:
+        (g,) = torch.autograd.grad(fake_view.sum(), mode.from_real(base))
+    assert g.shape == base.shape
