@@ -12,6 +12,9 @@ eager, aot_eager with the default partitioner, aot_eager with the min-cut partit
   on CPU torch keeps no allocator statistics, so it is left out);
 - step time (median of a few runs; informative only).
 
+Reference rows: PyTorch's own AOTAutograd through ``torch.compile`` (``aot_eager``: default
+partitioner; ``aot_eager_decomp_partition``: decompositions + min-cut), measured the same way.
+
     python benchmarks/aotautograd_memory.py [--device cuda] [--batch 4 --seq 256] [--json out]
 """
 
@@ -24,6 +27,7 @@ import statistics
 import time
 
 import torch
+import torch._dynamo
 
 import danlu_aotautograd as da
 
@@ -123,6 +127,7 @@ def main(argv=None):
     parser.add_argument("--width", type=int, default=768)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--no-reference", action="store_true", help="skip torch.compile rows")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     torch.manual_seed(0)
@@ -135,6 +140,14 @@ def main(argv=None):
         _first(compiled(x)).sum().backward()  # compile
         partition = compiled.aot.compiled[0].partition
         rows.append(measure(f"aot_eager + {pf.__name__}", compiled, x, device, partition))
+
+    if not args.no_reference:
+        # PyTorch's own AOTAutograd (through torch.compile) as the reference point
+        for backend in ("aot_eager", "aot_eager_decomp_partition"):
+            torch._dynamo.reset()
+            reference = torch.compile(copy.deepcopy(block), backend=backend)
+            _first(reference(x)).sum().backward()
+            rows.append(measure(f"torch.compile {backend} (reference)", reference, x, device))
 
     def mib(b):
         return "n/a" if b is None else f"{b / 2**20:.2f}"
