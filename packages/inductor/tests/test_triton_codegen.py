@@ -16,6 +16,7 @@ import pytest
 
 pytest.importorskip("triton", reason="the Triton backend needs the 'triton' extra")
 
+from opinfo_cases import OPS  # noqa: E402
 from triton_cases import CASES  # noqa: E402
 
 HERE = pathlib.Path(__file__).parent
@@ -62,6 +63,21 @@ def test_out_of_bounds_gather_raises(interpreted):
     r = interpreted["out_of_bounds"]
     assert r["ok"], r.get("error")
     assert "index out of range" in r["raised"]
+
+
+def test_opinfo_sweep_ran(interpreted):
+    r = interpreted["opinfo"]
+    assert r["ok"], r.get("error")
+    assert sum(r["samples"].values()) > 700
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_opinfo_samples_match_eager(interpreted, op):
+    """First OpInfo sample per dtype (float32/float64/int64/bool), contiguous and strided."""
+    r = interpreted["opinfo"]
+    assert r["ok"], r.get("error")
+    assert r["samples"].get(op, 0) > 0, f"no OpInfo sample of {op} was traced"
+    assert r["failures"].get(op, []) == []
 
 
 @pytest.mark.parametrize("name", list(CASES))

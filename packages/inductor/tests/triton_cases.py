@@ -329,6 +329,34 @@ BENCH = {
 }
 
 
+def run_opinfo_sweep():
+    """The OpInfo samples of the C++ backend's sweep (first sample per op and dtype,
+    contiguous and strided) through the Triton backend. -> {op: [failure, ...]}"""
+    import collections
+    import warnings
+
+    import opinfo_cases
+
+    from danlu_inductor.codegen.triton.graph import compile_fx_triton
+
+    opinfo_cases.SAMPLES_PER_DTYPE = 1
+    failures = collections.defaultdict(list)
+    counts = collections.Counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases, _ = opinfo_cases.build_cases()
+        for c in cases:
+            counts[c["base"]] += 1
+            try:
+                g = compile_fx_triton(c["gm"], c["inputs"])
+                got = g(*[t.clone() for t in c["inputs"]])
+                tol = {"rtol": 2e-6, "atol": 1e-4} if c["base"] in ("sinh", "cosh") else {}
+                torch.testing.assert_close(got, c["expected"], equal_nan=True, **tol)
+            except Exception as e:
+                failures[c["base"]].append(f"{c['id']}: {type(e).__name__}: {str(e)[:300]}")
+    return {"samples": dict(counts), "failures": dict(failures)}
+
+
 def main(mode, out_path):
     if mode == "cuda":
         CASES.update({k: (f, m, set()) for k, (f, m) in BENCH.items()})
@@ -336,12 +364,14 @@ def main(mode, out_path):
     names = list(CASES)
     if mode == "interpret":
         assert os.environ.get("TRITON_INTERPRET") == "1"
-        names.append("out_of_bounds")
+        names += ["out_of_bounds", "opinfo"]
     for name in names:
         t0 = time.perf_counter()
         try:
             if name == "out_of_bounds":
                 info = run_out_of_bounds()
+            elif name == "opinfo":
+                info = run_opinfo_sweep()
             elif mode == "interpret":
                 info = run_interpret(name)
             elif mode == "cuda":

@@ -175,8 +175,11 @@ class TritonLauncher:
         return (xg,)
 
     def _launch(self, cfg: Config, args):
+        grid = self.grid(cfg)
+        if 0 in grid:  # empty tensors: nothing to compute (CUDA rejects empty grids)
+            return
         sizes = [self.xnumel] + ([self.rnumel] if self.kind != "pointwise" else [])
-        self.fn[self.grid(cfg)](*args, *sizes, **cfg.kwargs(), num_warps=cfg.num_warps)
+        self.fn[grid](*args, *sizes, **cfg.kwargs(), num_warps=cfg.num_warps)
 
     def __call__(self, *args):
         if self.config is None:

@@ -104,6 +104,22 @@ def truncdiv_int(a, b):
 
 
 @triton.jit
+def pow_int(a, b):
+    # square and multiply over the exponent's bits; negative exponents as eager: 0 unless
+    # the base is 1 or -1
+    result = tl.full(a.shape, 1, a.dtype) + a * 0
+    base = a
+    e = tl.where(b < 0, 0, b)
+    for _ in tl.static_range(63):
+        result = tl.where((e & 1) != 0, result * base, result)
+        base = base * base
+        e = e >> 1
+    odd = (b & 1) != 0
+    neg = tl.where(a == 1, 1, tl.where(a == -1, tl.where(odd, -1, 1), 0)).to(a.dtype)
+    return tl.where(b < 0, neg, result)
+
+
+@triton.jit
 def floordiv_float(a, b):
     return tl.floor(a / b)
 
@@ -176,7 +192,13 @@ if INTERPRET:
     def _lgamma(d):
         import math
 
-        return np.vectorize(math.lgamma, otypes=[d.dtype])(d)
+        def one(v):
+            try:
+                return math.lgamma(v)
+            except ValueError:  # poles: 0, -1, -2, ...
+                return math.inf
+
+        return np.vectorize(one, otypes=[d.dtype])(d)
 
     def _erfc(d):
         import math

@@ -241,8 +241,13 @@ class TritonKernel:
         self._check_index(index)
         dims = self.dims_of(index)
         ptr = f"{self.ptr(name)} + {texpr(index)}"
+        if not dims:
+            # one element for every lane: a block, not a scalar (scalars and blocks mix
+            # unevenly in bitwise ops, notably in the interpreter)
+            dims = frozenset("x")
+            ptr += f" + tl.zeros({self.shape(dims)}, tl.int32)"
         mask = self.mask(dims)
-        expr = f"tl.load({ptr})" if mask is None else f"tl.load({ptr}, {mask}, other=0)"
+        expr = f"tl.load({ptr}, {mask}, other=0)"
         if compute_dtype(dtype) != dtype:
             expr += ".to(tl.float32)"
         return self.emit(expr, dtype, dims)

@@ -150,7 +150,7 @@ class TritonOverrides:
         if dt == torch.bool:
             return self._bin("({} | ({} == 0))", a, b)
         if not dt.is_floating_point:
-            raise NotImplementedError("integer pow in the Triton backend")
+            return self._bin("dm.pow_int({}, {})", a, b)
         return self._bin("dm.pow({}, {})", a, b)
 
     def maximum(self, a, b):
