@@ -183,9 +183,11 @@ def reshape_indexer(old_size, new_size):
             flat = sympy.Integer(0)
             for k in nj:
                 flat = flat * new[k] + index[k]
+            # size-1 dims always index 0; the outermost remaining dim needs no modulo
+            real = [k for k in oi if old[k] != 1]
             rem = 1
-            for k in reversed(oi):
-                out[k] = IMod(FloorDiv(flat, rem), old[k]) if k != oi[0] else FloorDiv(flat, rem)
+            for k in reversed(real):
+                out[k] = IMod(FloorDiv(flat, rem), old[k]) if k != real[0] else FloorDiv(flat, rem)
                 rem *= old[k]
         return out
 
