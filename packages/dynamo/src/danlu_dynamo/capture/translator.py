@@ -11,6 +11,7 @@ import dis
 import operator
 import sys
 
+from .building_opcodes import BuildingOpcodes, _slice
 from .exc import Unsupported
 from .source import Source, global_source, local_source
 from .variables.base import ConstVar, NullVar, Var
@@ -24,7 +25,7 @@ from .variables.builtins import (
     contains,
     is_op,
 )
-from .variables.containers import DictVar, ListIteratorVar, ListVar, SeqVar, SetVar, TupleVar
+from .variables.containers import DictVar, ListIteratorVar, ListVar, SeqVar, TupleVar
 from .variables.functions import (
     CO_ASYNC_GENERATOR,
     CO_COROUTINE,
@@ -79,7 +80,7 @@ class BreakAt(Exception):
     """Root frame: stop before the instruction at ``offset`` (state is kept on the translator)."""
 
 
-class Translator:
+class Translator(BuildingOpcodes):
     def __init__(
         self,
         tx_root,
@@ -564,108 +565,6 @@ class Translator:
         else:
             raise Unsupported("del item")
 
-    # ------------------------------------------------------------------ building
-    def BUILD_TUPLE(self, inst):
-        self.push(TupleVar(self.popn(inst.arg)))
-
-    def BUILD_LIST(self, inst):
-        self.push(ListVar(self.popn(inst.arg)))
-
-    def BUILD_SET(self, inst):
-        self.push(SetVar(self.popn(inst.arg)))
-
-    def BUILD_MAP(self, inst):
-        vals = self.popn(2 * inst.arg)
-        d = {}
-        for k, v in zip(vals[::2], vals[1::2]):
-            if not k.is_const():
-                raise Unsupported("dict with a non-constant key")
-            d[k.const()] = v
-        self.push(DictVar(d))
-
-    def BUILD_CONST_KEY_MAP(self, inst):
-        keys = self.pop().const()
-        vals = self.popn(inst.arg)
-        self.push(DictVar(dict(zip(keys, vals))))
-
-    def BUILD_SLICE(self, inst):
-        parts = self.popn(inst.arg)
-        if len(parts) == 2:
-            parts.append(ConstVar(None))
-        self.push(_slice(*parts))
-
-    def BUILD_STRING(self, inst):
-        parts = self.popn(inst.arg)
-        self.push(ConstVar("".join(p.const() for p in parts)))
-
-    def FORMAT_VALUE(self, inst):
-        fmt = self.pop().const() if (inst.arg & 0x04) else ""
-        v = self.pop()
-        if not v.is_const():
-            raise Unsupported("f-string of a non-constant")
-        conv = inst.arg & 0x03
-        val = v.const()
-        val = {0: val, 1: str(val), 2: repr(val), 3: ascii(val)}[conv] if conv else val
-        self.push(ConstVar(format(val, fmt)))
-
-    def LIST_APPEND(self, inst):
-        v = self.pop()
-        self.stack[-inst.arg].items.append(v)
-
-    def SET_ADD(self, inst):
-        v = self.pop()
-        self.stack[-inst.arg].add(v)
-
-    def MAP_ADD(self, inst):
-        v = self.pop()
-        k = self.pop()
-        if not k.is_const():
-            raise Unsupported("dict comprehension with non-constant keys")
-        self.stack[-inst.arg].items[k.const()] = v
-
-    def LIST_EXTEND(self, inst):
-        v = self.pop()
-        self.stack[-inst.arg].items.extend(v.unpack(self))
-
-    def SET_UPDATE(self, inst):
-        v = self.pop()
-        for i in v.unpack(self):
-            self.stack[-inst.arg].add(i)
-
-    def DICT_UPDATE(self, inst):
-        v = self.pop()
-        if not isinstance(v, DictVar):
-            raise Unsupported("dict update from a non-dict")
-        self.stack[-inst.arg].items.update(v.items)
-
-    DICT_MERGE = DICT_UPDATE
-
-    def LIST_TO_TUPLE(self, inst):
-        self.push(TupleVar(self.pop().items))
-
-    def UNPACK_SEQUENCE(self, inst):
-        seq = self.pop()
-        items = seq.unpack(self)
-        if len(items) != inst.arg:
-            raise Unsupported("ValueError: unpacking length mismatch")
-        for v in reversed(items):
-            self.push(v)
-
-    def UNPACK_EX(self, inst):
-        seq = self.pop()
-        items = seq.unpack(self)
-        before = inst.arg & 0xFF
-        after = inst.arg >> 8
-        if len(items) < before + after:
-            raise Unsupported("ValueError: not enough values to unpack")
-        vals = (
-            items[:before]
-            + [ListVar(items[before : len(items) - after])]
-            + items[len(items) - after :]
-        )
-        for v in reversed(vals):
-            self.push(v)
-
     # ------------------------------------------------------------------ control flow
     def JUMP_FORWARD(self, inst):
         self.jump(inst.argval)
@@ -797,13 +696,6 @@ def binary_op_unary(tx, op, v):
     if v.is_const():
         return ConstVar(op(v.const()))
     raise Unsupported(f"{op.__name__} of {v}")
-
-
-def _slice(start, stop, step):
-    for p in (start, stop, step):
-        if not p.is_const():
-            raise Unsupported("slice with non-constant bounds")
-    return ConstVar(slice(start.const(), stop.const(), step.const()))
 
 
 def _MISSING_SENTINEL():
