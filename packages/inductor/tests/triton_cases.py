@@ -318,6 +318,10 @@ BENCH = {
         lambda: [torch.randn(16384, 1024), torch.randn(1024), torch.randn(1024)],
     ),
     "gelu_chain_large": (_gelu_chain, lambda: [torch.randn(4096, 4096)]),
+    "transpose_large": (
+        lambda x: x.t().contiguous() * 2,
+        lambda: [torch.randn(4096, 4096)],
+    ),
     "bf16_layernorm_large": (
         lambda x, w, b: F.layer_norm(x, (4096,), w, b),
         lambda: [
@@ -329,7 +333,7 @@ BENCH = {
 }
 
 
-def run_opinfo_sweep():
+def run_opinfo_sweep(device="cpu", deadline=None):
     """The OpInfo samples of the C++ backend's sweep (first sample per op and dtype,
     contiguous and strided) through the Triton backend. -> {op: [failure, ...]}"""
     import collections
@@ -346,15 +350,21 @@ def run_opinfo_sweep():
         warnings.simplefilter("ignore")
         cases, _ = opinfo_cases.build_cases()
         for c in cases:
+            if deadline is not None and time.time() > deadline:
+                break
             counts[c["base"]] += 1
             try:
-                g = compile_fx_triton(c["gm"], c["inputs"])
-                got = g(*[t.clone() for t in c["inputs"]])
+                inputs = [t.to(device) for t in c["inputs"]]
+                g = compile_fx_triton(c["gm"], inputs)
+                got = g(*[t.clone() for t in inputs])
+                got = torch.utils._pytree.tree_map(
+                    lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, got
+                )
                 tol = {"rtol": 2e-6, "atol": 1e-4} if c["base"] in ("sinh", "cosh") else {}
                 torch.testing.assert_close(got, c["expected"], equal_nan=True, **tol)
             except Exception as e:
                 failures[c["base"]].append(f"{c['id']}: {type(e).__name__}: {str(e)[:300]}")
-    return {"samples": dict(counts), "failures": dict(failures)}
+    return {"samples": dict(counts), "failures": dict(failures), "of": len(cases)}
 
 
 def main(mode, out_path):
@@ -362,6 +372,8 @@ def main(mode, out_path):
         CASES.update({k: (f, m, set()) for k, (f, m) in BENCH.items()})
     results = {}
     names = list(CASES)
+    if mode == "cuda":
+        names.append("opinfo")
     if mode == "interpret":
         assert os.environ.get("TRITON_INTERPRET") == "1"
         names += ["out_of_bounds", "opinfo"]
@@ -370,6 +382,8 @@ def main(mode, out_path):
         try:
             if name == "out_of_bounds":
                 info = run_out_of_bounds()
+            elif name == "opinfo" and mode == "cuda":
+                info = run_opinfo_sweep("cuda", deadline=time.time() + 360)
             elif name == "opinfo":
                 info = run_opinfo_sweep()
             elif mode == "interpret":
