@@ -80,6 +80,10 @@ class SeqVar(Var):
         return BoundVarMethod(self, name)
 
     def reconstruct(self, cg):
+        if self.source is not None and self.py_type is not tuple:
+            # A list from the frame state is the same object afterwards (code may hold other
+            # references to it); the trace's mutations of it are replayed onto it.
+            return cg.from_source(self.source)
         parts = [cg.rebuild(i) for i in self.items]
         t = self.py_type
         if t is tuple:
@@ -282,6 +286,8 @@ class DictVar(Var):
         raise Unsupported(f"dict.{name}")
 
     def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.from_source(self.source)  # the same dict; mutations are replayed onto it
         parts = {k: cg.rebuild(v) for k, v in self.items.items()}
         t = self.py_type
         if t is dict:
@@ -342,6 +348,8 @@ class SetVar(Var):
         raise Unsupported(f"set.{name}")
 
     def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.from_source(self.source)
         vals = {i.const() for i in self.items}
         return lambda ctx: set(vals)
 
