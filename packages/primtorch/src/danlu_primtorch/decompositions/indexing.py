@@ -10,20 +10,27 @@ from danlu_primtorch.decompositions.registry import register
 aten = torch.ops.aten
 
 
+def _flat(t):
+    """`t` as 1-D; indices are often expanded (position ids), which no view can flatten."""
+    if not t.is_contiguous():
+        t = aten.clone.default(t, memory_format=torch.contiguous_format)
+    return aten.view.default(t, [-1])
+
+
 @register(aten.embedding.default)
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     if weight.dim() != 2:
         raise RuntimeError("'weight' must be 2-D")
     if indices.dim() == 1:
         return aten.index_select.default(weight, 0, indices)
-    flat = aten.index_select.default(weight, 0, aten.view.default(indices, [-1]))
+    flat = aten.index_select.default(weight, 0, _flat(indices))
     return aten.view.default(flat, [*indices.shape, weight.shape[1]])
 
 
 @register(aten.embedding_dense_backward.default)
 def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
     d = grad_output.shape[-1]
-    idx = aten.view.default(indices, [-1])
+    idx = _flat(indices)
     g = (
         aten.view.default(grad_output, [-1, d])
         if grad_output.is_contiguous()
@@ -106,9 +113,7 @@ def index_fill(self, dim, index, value):
     v = to_dtype(v, self.dtype)
     if self.dim() == 0:
         return aten.clone.default(v) if index.numel() else aten.clone.default(self)
-    return aten.index_put.default(
-        self, _index_along(dim, self.dim(), aten.view.default(index, [-1])), v, False
-    )
+    return aten.index_put.default(self, _index_along(dim, self.dim(), _flat(index)), v, False)
 
 
 @register(aten.take.default)
