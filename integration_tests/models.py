@@ -95,7 +95,7 @@ def llama():
     )
 
 
-def t5():
+def t5(dropout=0.1):
     from transformers import T5Config, T5ForConditionalGeneration
 
     return _no_cache(
@@ -123,11 +123,13 @@ def resnet():
     )
 
 
-def mobilenet_v2():
+def mobilenet_v2(dropout=0.2):
     from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
 
     return MobileNetV2ForImageClassification(
-        MobileNetV2Config(depth_multiplier=0.35, num_labels=10, image_size=32)
+        MobileNetV2Config(
+            depth_multiplier=0.35, num_labels=10, image_size=32, classifier_dropout_prob=dropout
+        )
     )
 
 
@@ -151,11 +153,23 @@ LANGUAGE = {"gpt2": (gpt2, False), "bert": (bert, False), "llama": (llama, False
 IMAGE = {"resnet": resnet, "mobilenet_v2": mobilenet_v2, "vit": vit}
 
 
-def make(name: str, train: bool):
+def _without_dropout(factory):
+    """The model with every dropout probability 0 (a float64 reference cannot share masks)."""
+    kwargs = {"dropout": 0.0} if factory in (t5, mobilenet_v2) else {}
+    model = factory(**kwargs)
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+    return model
+
+
+def make(name: str, train: bool, dropout: bool = True):
     """(module, example-input factory) for a model name; the module returns loss or logits."""
     torch.manual_seed(0)
     if name in LANGUAGE:
         factory, seq2seq = LANGUAGE[name]
         wrap = LMLoss if train else LMLogits
-        return wrap(factory(), seq2seq), lambda b=2, t=16: (torch.randint(0, VOCAB, (b, t)),)
-    return ImageLogits(IMAGE[name]()), lambda b=2, s=32: (torch.randn(b, 3, s, s),)
+        model = factory() if dropout else _without_dropout(factory)
+        return wrap(model, seq2seq), lambda b=2, t=16: (torch.randint(0, VOCAB, (b, t)),)
+    model = IMAGE[name]() if dropout else _without_dropout(IMAGE[name])
+    return ImageLogits(model), lambda b=2, s=32: (torch.randn(b, 3, s, s),)

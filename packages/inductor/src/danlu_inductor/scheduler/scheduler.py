@@ -258,12 +258,30 @@ class Scheduler:
         return any(self.ancestors[n.name] & ga.names for n in gb.nodes)
 
     def _cycle(self, ga, gb) -> bool:
-        members = ga.names | gb.names
-        for g1, g2 in ((ga, gb), (gb, ga)):
-            outside = set().union(*(self.ancestors[n.name] for n in g2.nodes)) - members
-            for k in outside:
-                if self.ancestors[k] & g1.names:
+        """Would merging ga and gb close a cycle between kernels? It does when a path between
+        them runs through a third group. Checked on groups, not nodes: two nodes fused earlier
+        can link paths that no single node does."""
+        return self._reaches_through_other(ga, gb) or self._reaches_through_other(gb, ga)
+
+    def _group_preds(self, g):
+        preds = {}
+        for n in g.nodes:
+            for d in n.deps:
+                h = self.node_group.get(d)
+                if h is not None and h is not g:
+                    preds[id(h)] = h
+        return preds.values()
+
+    def _reaches_through_other(self, src, dst) -> bool:
+        stack = [h for h in self._group_preds(dst) if h is not src]
+        seen = {id(h) for h in stack}
+        while stack:
+            for p in self._group_preds(stack.pop()):
+                if p is src:
                     return True
+                if p is not dst and id(p) not in seen:
+                    seen.add(id(p))
+                    stack.append(p)
         return False
 
     def can_fuse(self, ga, gb):
