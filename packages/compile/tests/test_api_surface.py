@@ -71,15 +71,6 @@ def test_log_topics_enable_their_loggers_and_reject_typos():
     assert logging.getLogger("danlu.perf").level == logging.NOTSET
 
 
-def test_timed_accumulates_per_phase():
-    from danlu.backends import timed
-
-    times = {}
-    f = timed("lowering", lambda a: a + 1, times)
-    assert f(1) == 2 and f(2) == 3
-    assert times["lowering"] > 0
-
-
 def test_optimized_module_wrapper_behaves_like_the_module():
     from danlu.compile import OptimizedModule
 

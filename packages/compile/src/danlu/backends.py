@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from importlib.metadata import entry_points
 
-from .logs import perf_log
-
 Backend = Callable[..., Callable]
 _REGISTRY: dict[str, Callable[..., Backend]] = {}
 MODES = (None, "default", "reduce-overhead", "max-autotune")
@@ -67,22 +65,6 @@ def lookup_backend(backend, mode=None, options=None) -> Backend:
     return _REGISTRY[backend](mode=mode, options=options)
 
 
-def timed(phase: str, fn: Callable, times: dict[str, float] | None = None) -> Callable:
-    """Wrap a compiler so each call adds its duration under `phase` and logs it (topic perf)."""
-
-    def run(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            elapsed = time.perf_counter() - start
-            if times is not None:
-                times[phase] = times.get(phase, 0.0) + elapsed
-            perf_log.info("%s: %.3f s", phase, elapsed)
-
-    return run
-
-
 @register_backend("eager")
 def _eager(mode=None, options=None):
     from danlu_dynamo.backends import eager
@@ -112,10 +94,18 @@ def _inductor(mode=None, options=None):
     elif settings:
         raise ValueError(f"danlu-inductor {danlu_inductor.__version__} accepts no options yet")
 
+    from .stats import CompileStats
+
     def compiler(gm, example_inputs):
+        stats = CompileStats.current()
+        start = time.perf_counter()
         if settings:
-            return danlu_inductor.compile_fx(gm, example_inputs, options=settings)
-        return danlu_inductor.compile_fx(gm, example_inputs)
+            compiled = danlu_inductor.compile_fx(gm, example_inputs, options=settings)
+        else:
+            compiled = danlu_inductor.compile_fx(gm, example_inputs)
+        stats.add_phase("inductor", time.perf_counter() - start)
+        stats.record_kernels(compiled)
+        return compiled
 
     return aot_backend(
         compiler,

@@ -98,6 +98,9 @@ def compile(
     import danlu_dynamo
 
     optimize = danlu_dynamo.optimize(compiler, fullgraph=fullgraph, dynamic=dynamic)
+    capture = getattr(optimize, "ctx", None)
+    if capture is not None:
+        CompileStats.current().captures.append(capture)
     if isinstance(model, torch.nn.Module):
         return OptimizedModule(model, optimize(model))
     return optimize(model)

@@ -21,9 +21,19 @@ class GraphRecord:
 
 
 @dataclass
+class KernelGraphRecord:
+    """One ATen graph (forward, backward or inference) that inductor turned into kernels."""
+
+    kernels: int
+    fallback_ops: dict
+
+
+@dataclass
 class CompileStats:
     graphs: list[GraphRecord] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
+    kernel_graphs: list[KernelGraphRecord] = field(default_factory=list)
+    captures: list = field(default_factory=list)  # capture contexts, for graph-break counts
 
     _current = None
 
@@ -37,6 +47,18 @@ class CompileStats:
     def clear(self) -> None:
         self.graphs.clear()
         self.phases.clear()
+        self.kernel_graphs.clear()
+        self.captures.clear()
+
+    def record_kernels(self, compiled) -> None:
+        report = getattr(compiled, "report", None) or {}
+        self.kernel_graphs.append(
+            KernelGraphRecord(report.get("kernels", 0), dict(report.get("fallback_ops", {})))
+        )
+
+    @property
+    def graph_breaks(self) -> int:
+        return sum(len(getattr(c, "breaks", ())) for c in self.captures)
 
     def add_phase(self, phase: str, seconds: float) -> None:
         self.phases[phase] = self.phases.get(phase, 0.0) + seconds
@@ -86,7 +108,7 @@ class CompileStats:
         (root / f"captured_graph_{index}.txt").write_text("\n".join(lines) + "\n")
 
     def summary(self) -> str:
-        lines = [f"compiled graphs: {len(self.graphs)}"]
+        lines = [f"captured graphs: {len(self.graphs)}, graph breaks: {self.graph_breaks}"]
         for i, g in enumerate(self.graphs):
             extra = ""
             if g.kernels is not None:
@@ -95,6 +117,17 @@ class CompileStats:
                 extra += f", {g.fallbacks} ATen fallbacks"
             lines.append(
                 f"  graph {i}: {g.ops} ops, {g.inputs} inputs, backend {g.backend_s:.2f} s{extra}"
+            )
+        if self.kernel_graphs:
+            kernels = sum(k.kernels for k in self.kernel_graphs)
+            fallbacks: dict = {}
+            for k in self.kernel_graphs:
+                for op, n in k.fallback_ops.items():
+                    fallbacks[op] = fallbacks.get(op, 0) + n
+            lines.append(
+                f"inductor: {len(self.kernel_graphs)} ATen graphs (forward/backward/inference), "
+                f"{kernels} generated kernels"
+                + (f", ATen fallbacks: {fallbacks}" if fallbacks else ", no ATen fallbacks")
             )
         for phase, seconds in sorted(self.phases.items()):
             lines.append(f"{phase:>16}: {seconds:.2f} s")
