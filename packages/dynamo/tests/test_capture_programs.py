@@ -16,8 +16,6 @@ ALL = _programs_a.CASES + _programs_b.CASES
 
 # Programs that still break the graph (correct through the fallback), and why:
 EXPECTED_BREAKS = {
-    # the fake-tensor layer treats aten.index.Tensor (advanced indexing) as data-dependent
-    "index_long_tensor",
     # collections.namedtuple() builds a class at run time (exec + sys.intern): not traced
     "namedtuple_make",
     # class statements inside the captured function are not traced

@@ -11,8 +11,9 @@ class DataDependentOutputError(RuntimeError):
     """An op's output (its value or its shape) depends on tensor data a fake tensor lacks.
 
     Raised for ``.item()``, ``.tolist()``, ``bool(t)``, ``nonzero``, ``unique``,
-    ``masked_select``, boolean-mask indexing and every ATen op tagged
-    ``data_dependent_output`` or ``dynamic_output_shape``. ``op`` is the ``OpOverload``
+    ``masked_select``, boolean-mask indexing and every other ATen op tagged
+    ``data_dependent_output`` or ``dynamic_output_shape`` (``index.Tensor`` with integer
+    indices has a shape known from metadata and runs). ``op`` is the ``OpOverload``
     (or a method name such as ``"tolist"``) that asked for data.
     """
 

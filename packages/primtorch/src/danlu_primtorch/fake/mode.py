@@ -227,7 +227,11 @@ class FakeTensorMode(TorchDispatchMode):
 
     @staticmethod
     def _check_data_independent(func, fakes, flat):
+        if func is aten.index.Tensor:
+            # Tagged dynamic-output-shape for its boolean-mask form only: integer index
+            # tensors give a shape known from metadata.
+            if any(_is_mask(i) for i in flat[1:]):
+                raise DataDependentOutputError(func, "boolean-mask indexing")
+            return
         if any(tag in _DATA_DEPENDENT_TAGS for tag in func.tags):
             raise DataDependentOutputError(func)
-        if func is aten.index.Tensor and any(_is_mask(i) for i in flat[1:]):
-            raise DataDependentOutputError(func, "boolean-mask indexing")
