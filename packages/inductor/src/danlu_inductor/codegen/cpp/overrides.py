@@ -5,6 +5,7 @@ from __future__ import annotations
 import sympy
 import torch
 
+from danlu_inductor.codegen.comparisons import ComparisonOps
 from danlu_inductor.codegen.cpp.printer import STORAGE_CTYPE, cexpr, constant, value_ctype
 
 
@@ -55,7 +56,7 @@ UNARY_FLOAT = {
 }
 
 
-class CppOverrides:
+class CppOverrides(ComparisonOps):
     """Implements the ops set on top of a kernel's ``emit(expr, dtype) -> CSEVar``."""
 
     def __init__(self, kernel):
@@ -169,27 +170,6 @@ class CppOverrides:
 
     def nextafter(self, a, b):
         return self._bin("std::nextafter({}, {})", a, b)
-
-    def _cmp(self, op, a, b):
-        return self._bin("({} " + op + " {})", a, b, torch.bool)
-
-    def eq(self, a, b):
-        return self._cmp("==", a, b)
-
-    def ne(self, a, b):
-        return self._cmp("!=", a, b)
-
-    def lt(self, a, b):
-        return self._cmp("<", a, b)
-
-    def le(self, a, b):
-        return self._cmp("<=", a, b)
-
-    def gt(self, a, b):
-        return self._cmp(">", a, b)
-
-    def ge(self, a, b):
-        return self._cmp(">=", a, b)
 
     def logical_and(self, a, b):
         return self._e(f"(static_cast<bool>({a}) && static_cast<bool>({b}))", torch.bool)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from danlu_inductor.codegen.comparisons import ComparisonOps
 from danlu_inductor.codegen.triton.printer import TL_DTYPE, compute_dtype, constant, texpr
 
 
@@ -52,7 +53,7 @@ DM_UNARY = (
 ).split()
 
 
-class TritonOverrides:
+class TritonOverrides(ComparisonOps):
     def __init__(self, kernel):
         self.k = kernel
 
@@ -176,27 +177,6 @@ class TritonOverrides:
 
     def nextafter(self, a, b):
         return self._bin("dm.nextafter({}, {})", a, b)
-
-    def _cmp(self, op, a, b):
-        return self._bin("({} " + op + " {})", a, b, torch.bool)
-
-    def eq(self, a, b):
-        return self._cmp("==", a, b)
-
-    def ne(self, a, b):
-        return self._cmp("!=", a, b)
-
-    def lt(self, a, b):
-        return self._cmp("<", a, b)
-
-    def le(self, a, b):
-        return self._cmp("<=", a, b)
-
-    def gt(self, a, b):
-        return self._cmp(">", a, b)
-
-    def ge(self, a, b):
-        return self._cmp(">=", a, b)
 
     def _logical(self, op, a, b):
         e = f"({self._as(a, torch.bool)} {op} {self._as(b, torch.bool)})"
