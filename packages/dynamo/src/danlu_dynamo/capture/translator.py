@@ -245,10 +245,10 @@ class Translator(BuildingOpcodes):
                 raise _AttrMissing(name)
         if obj.is_const() and not isinstance(obj, TorchFnVar):
             try:
-                v = obj.const()
+                v, known = obj.const(), True
             except Unsupported:
-                v = None
-            if v is not None and not hasattr(v, name):
+                v, known = None, False
+            if known and not hasattr(v, name):  # also None: hasattr(None, "x") is False
                 raise _AttrMissing(name)
         return obj.getattr(self, name)
 

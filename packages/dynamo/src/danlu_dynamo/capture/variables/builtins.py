@@ -660,6 +660,16 @@ def _fastpath_enabled(tx):
 
 
 _TORCH_SPECIAL[torch.backends.mha.get_fastpath_enabled] = _fastpath_enabled
+
+
+def _grad_mode_clone(tx, obj):
+    from .objects import grad_mode_clone
+
+    return grad_mode_clone(tx, obj)
+
+
+for _cls in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled):
+    _TORCH_SPECIAL[_cls.clone] = _grad_mode_clone
 _fx_wrapped = getattr(getattr(torch, "_utils", None), "is_compiling", None)
 if _fx_wrapped is not None:
     _TORCH_SPECIAL[_fx_wrapped] = _const_result(True)
@@ -719,8 +729,16 @@ _TORCH_DENY = {
 }
 
 
+# torch modules of plain Python helpers that are inlined rather than recorded as one node:
+# context-manager decorators (``@torch.no_grad()`` wraps a function in ``decorate_context``,
+# which enters a fresh context made by the manager's ``clone``).
+_INLINED_TORCH_MODULES = {"torch.utils._contextlib"}
+
+
 def is_torch_callable(fn) -> bool:
     mod = getattr(fn, "__module__", None) or ""
+    if mod in _INLINED_TORCH_MODULES and isinstance(fn, types.FunctionType):
+        return False
     if mod == "torch" or mod.startswith("torch.") or mod.startswith("torch._C"):
         return True
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType)):

@@ -96,7 +96,8 @@ class ObjectVar(Var):
         if name in self.deleted:
             raise Unsupported(f"AttributeError {name!r} (deleted)")
         if name == "__class__":
-            return ClassVar(self.cls, self.cls_source())
+            # Through wrap: special classes (torch.no_grad, autocast, ...) keep their handling.
+            return tx.output.wrap(self.cls, self.cls_source())
         if name == "__dict__":
             raise Unsupported("__dict__ access")
         if (
@@ -674,6 +675,23 @@ class GradModeVar(Var):
 
     def reconstruct(self, cg):
         raise Unsupported("grad-mode context alive at a graph break")
+
+
+# Grad-mode managers used as decorators re-create themselves per call through ``clone``
+# (``self.__class__(*fields)``); ``set_grad_enabled.clone`` lives in torch.autograd, which
+# capture does not inline, so it is handled here.
+_GRAD_MODE_FIELDS = {
+    torch.no_grad: (),
+    torch.enable_grad: (),
+    torch.set_grad_enabled: ("mode",),
+}
+
+
+def grad_mode_clone(tx, obj):
+    if not isinstance(obj, ObjectVar) or obj.cls not in _GRAD_MODE_FIELDS:
+        raise Unsupported(f"grad-mode clone() of {obj}")
+    fields = [obj.getattr(tx, f) for f in _GRAD_MODE_FIELDS[obj.cls]]
+    return tx.output.wrap(obj.cls, None).call(tx, fields, {})
 
 
 class _CtxMethod(Var):
