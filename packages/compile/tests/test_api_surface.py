@@ -91,3 +91,26 @@ def test_optimized_module_wrapper_behaves_like_the_module():
     x = torch.randn(2, 4)
     wrapped.eval()
     torch.testing.assert_close(wrapped(x), mod(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_inductor_modes_are_accepted_and_say_they_change_nothing_on_cpu(mode):
+    with pytest.warns(UserWarning, match=rf"mode='{mode}' .* has no effect on the CPU"):
+        f = danlu.compile(lambda x: x * 2 + 1, mode=mode)
+    x = torch.randn(3)
+    torch.testing.assert_close(f(x), x * 2 + 1)
+
+
+def test_unknown_inductor_option_names_the_valid_ones():
+    import danlu_inductor
+
+    valid = sorted(getattr(danlu_inductor, "OPTIONS", ())) or ["none"]
+    pattern = r"unknown (danlu_)?inductor option\(s\) \['max_autotun'\].*valid options: "
+    with pytest.raises(ValueError, match=pattern) as err:
+        danlu.compile(lambda x: x, options={"max_autotun": True})
+    assert all(name in str(err.value) for name in valid)
+
+
+def test_mode_and_options_are_rejected_for_a_callable_backend():
+    with pytest.raises(ValueError, match="named backends only"):
+        danlu.compile(lambda x: x, backend=lambda gm, ex: gm.forward, mode="max-autotune")

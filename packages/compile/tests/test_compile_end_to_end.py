@@ -69,3 +69,17 @@ def test_graph_breaks_are_counted_and_fullgraph_names_the_line():
     strict = danlu.compile(f, backend="eager", fullgraph=True)
     with pytest.raises(Exception, match=r"test_compile_end_to_end.py:\d+"):
         strict(torch.randn(5))
+
+
+def test_torch_container_modules_are_captured_not_run_eagerly():
+    torch.manual_seed(0)
+    danlu.reset()
+    model = torch.nn.Sequential(torch.nn.LayerNorm(16), torch.nn.Linear(16, 8), torch.nn.Tanh())
+    compiled = danlu.compile(model)
+    x = torch.randn(4, 16)
+    assert same(model(x), compiled(x))
+    graphs = danlu.CompileStats.current().graphs
+    assert len(graphs) == 1 and graphs[0].ops == 3
+    model[1].weight.data.mul_(2)  # parameters are read on every call, not baked in
+    assert same(model(x), compiled(x))
+    assert len(danlu.CompileStats.current().graphs) == 1

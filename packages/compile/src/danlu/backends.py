@@ -9,14 +9,18 @@ group (each entry point names a backend callable, or a factory taking `mode` and
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import os
 import time
 from collections.abc import Callable
 from importlib.metadata import entry_points
 
+from .inductor_options import check_mode
+from .stats import CompileStats, active_graph
+
 Backend = Callable[..., Callable]
 _REGISTRY: dict[str, Callable[..., Backend]] = {}
-MODES = (None, "default", "reduce-overhead", "max-autotune")
 
 
 def register_backend(name: str, factory: Callable[..., Backend] | None = None):
@@ -47,8 +51,7 @@ def list_backends() -> list[str]:
 
 def lookup_backend(backend, mode=None, options=None) -> Backend:
     """Resolve a name or callable to a backend, validating mode and options."""
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; valid modes: {', '.join(map(repr, MODES))}")
+    check_mode(mode)
     if callable(backend):
         if mode not in (None, "default") or options:
             raise ValueError("mode and options apply to named backends only, not to a callable")
@@ -69,47 +72,115 @@ def lookup_backend(backend, mode=None, options=None) -> Backend:
 def _eager(mode=None, options=None):
     from danlu_dynamo.backends import eager
 
-    return eager
+    return own_backend(eager)
 
 
 @register_backend("aot_eager")
 def _aot_eager(mode=None, options=None):
-    from danlu_aotautograd import aot_eager
+    from danlu_aotautograd import run_graph
 
-    return aot_eager
+    return aot_pipeline(lambda gm, inputs, record=None: run_graph(gm, inputs), decompositions=None)
 
 
 @register_backend("inductor")
 def _inductor(mode=None, options=None):
-    import danlu_inductor
+    from .inductor_options import resolve
+
+    settings = resolve(mode, options)
+    return aot_pipeline(inductor_compiler(settings), decompositions="canonical")
+
+
+def own_backend(backend):
+    """Mark a backend as danlu's: its unattributed time counts as "other", not as "backend
+    compile" (which, for a foreign backend, is its whole call)."""
+
+    def danlu_backend(gm, example_inputs):
+        return backend(gm, example_inputs)
+
+    danlu_backend.danlu_phases = True
+    danlu_backend.__name__ = getattr(backend, "__name__", "backend")
+    return danlu_backend
+
+
+def aot_pipeline(graph_compiler, decompositions):
+    """capture graph -> danlu-aotautograd (joint trace, partition) -> `graph_compiler` for each
+    ATen graph. The time aotautograd spends outside the graph compiler is the "autograd" phase;
+    each ATen graph goes to the debug directory as it reaches the graph compiler."""
     from danlu_aotautograd import aot_backend
-    from danlu_primtorch import decomposition_table
 
-    settings = dict(options or {})
-    if mode not in (None, "default"):
-        settings["mode"] = mode
-    validate = getattr(danlu_inductor, "validate_options", None)
-    if validate is not None:
-        validate(settings)
-    elif settings:
-        raise ValueError(f"danlu-inductor {danlu_inductor.__version__} accepts no options yet")
+    def backend(gm, example_inputs):
+        active = active_graph()
+        record, dump = active if active is not None else (None, None)
+        inner = [0.0]
 
-    from .stats import CompileStats
+        def wrap(kind):
+            def compiler(aten_gm, aten_inputs):
+                start = time.perf_counter()
+                stem = dump.aten_graph(kind, aten_gm) if dump is not None else None
+                compiled = graph_compiler(aten_gm, aten_inputs, record=record)
+                if dump is not None:
+                    dump.inductor(stem, compiled)
+                inner[0] += time.perf_counter() - start
+                return compiled
 
-    def compiler(gm, example_inputs):
-        stats = CompileStats.current()
+            return compiler
+
         start = time.perf_counter()
-        if settings:
-            compiled = danlu_inductor.compile_fx(gm, example_inputs, options=settings)
-        else:
-            compiled = danlu_inductor.compile_fx(gm, example_inputs)
-        stats.add_phase("inductor", time.perf_counter() - start)
-        stats.record_kernels(compiled)
+        compiled = aot_backend(
+            wrap("forward"),
+            wrap("backward"),
+            inference_compiler=wrap("inference"),
+            decompositions=decompositions,
+        )(gm, example_inputs)
+        CompileStats.current().add_phase(
+            "autograd", max(0.0, time.perf_counter() - start - inner[0]), record
+        )
         return compiled
 
-    return aot_backend(
-        compiler,
-        compiler,
-        inference_compiler=compiler,
-        decompositions=decomposition_table("canonical"),
-    )
+    backend.danlu_phases = True
+    return backend
+
+
+def inductor_compiler(settings: dict):
+    """danlu-inductor as an ATen-graph compiler that records its lowering, codegen and C++
+    compile times and kernel counts."""
+    import danlu_inductor
+
+    def compile_graph(gm, example_inputs, record=None):
+        stats = CompileStats.current()
+        with _inductor_dump_off():
+            if settings:
+                compiled = danlu_inductor.compile_fx(gm, example_inputs, options=settings)
+            else:
+                compiled = danlu_inductor.compile_fx(gm, example_inputs)
+        report = getattr(compiled, "report", None) or {}
+        for key, phase in (
+            ("lowering_s", "lowering"),
+            ("codegen_s", "codegen"),
+            ("compile_s", "backend compile"),
+        ):
+            if isinstance(report.get(key), (int, float)):
+                stats.add_phase(phase, report[key], record)
+        # what the report does not time (building the callable, or all of it if it reports
+        # nothing) stays unattributed and is counted as "other" by the recording backend
+        kernels = stats.record_kernels(compiled)
+        if record is not None:
+            record.kernels = (record.kernels or 0) + kernels.kernels
+            fallbacks = sum(kernels.fallback_ops.values())
+            record.fallbacks = (record.fallbacks or 0) + fallbacks
+        return compiled
+
+    return compile_graph
+
+
+@contextlib.contextmanager
+def _inductor_dump_off():
+    """danlu-inductor writes its own artefacts when DANLU_DEBUG_DIR is set; under
+    danlu.compile the umbrella writes them (named forward/backward/inference, in the graph's
+    folder), so inductor's own dump is switched off for the call."""
+    saved = os.environ.pop("DANLU_DEBUG_DIR", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["DANLU_DEBUG_DIR"] = saved

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import builtins
 import functools
+import os
+import types
 
 import torch
 
@@ -91,8 +94,9 @@ def compile(
         raise TypeError(
             f"danlu.compile expects a function or nn.Module, got {type(model).__name__}"
         )
+    name = backend if isinstance(backend, str) else getattr(backend, "__name__", "")
     compiler = CompileStats.current().wrap_backend(
-        lookup_backend(backend, mode=mode, options=options)
+        lookup_backend(backend, mode=mode, options=options), name
     )
 
     import danlu_dynamo
@@ -102,5 +106,31 @@ def compile(
     if capture is not None:
         CompileStats.current().captures.append(capture)
     if isinstance(model, torch.nn.Module):
+        if _forward_is_library_code(model):
+            return OptimizedModule(model, optimize(_calling(model)))
         return OptimizedModule(model, optimize(model))
     return optimize(model)
+
+
+def _forward_is_library_code(mod: torch.nn.Module) -> bool:
+    """True for torch's own modules (`nn.Sequential`, `nn.Linear`, ...): capture treats their
+    forward as library code and would run it eagerly when it is the compiled entry point."""
+    code = getattr(getattr(type(mod), "forward", None), "__code__", None)
+    return code is not None and f"{os.sep}torch{os.sep}" in code.co_filename
+
+
+def _calling(mod: torch.nn.Module):
+    """A plain function that calls `mod`: capture starts here and inlines the module.
+
+    Capture never starts in frames of danlu's own modules (it treats them as library code),
+    so the function gets globals of its own, named as the user's entry point."""
+
+    def call_module(*args, **kwargs):
+        return mod(*args, **kwargs)
+
+    entry_globals = {"__name__": "danlu_entry", "__builtins__": builtins}
+    fn = types.FunctionType(
+        call_module.__code__, entry_globals, "call_module", None, call_module.__closure__
+    )
+    fn.__qualname__ = f"compiled {type(mod).__name__}"
+    return fn
