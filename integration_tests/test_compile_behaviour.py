@@ -63,8 +63,16 @@ def test_graph_break_in_the_middle_of_a_model_stays_correct():
         ref = model(x)
         res = compiled(x)
         assert same(ref, res), (ref - res).abs().max()
+        # gradients flow back through both compiled graphs and the eager code between them
+        ref.square().sum().backward()
+        ref_grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        res.square().sum().backward()
+        assert same(ref_grads, [p.grad for p in model.parameters()])
+        model.zero_grad()
     assert len(seen) == 6  # the side effect ran once per call, eager and compiled alike
     assert _graphs() >= 2
+    assert danlu.CompileStats.current().graph_breaks >= 1
 
 
 def test_danlu_capture_feeds_another_backend():
@@ -80,6 +88,70 @@ def test_danlu_capture_feeds_another_backend():
     x = torch.randn(3, 16)
     assert same(model(x), compiled(x))
     assert calls and calls[0] > 3
+
+
+def test_danlu_capture_feeds_torch_aot_eager_forward_and_backward():
+    from torch._dynamo.backends.registry import lookup_backend as torch_backend
+
+    torch.manual_seed(1)
+    model = MLP()
+    x = torch.randn(6, 16)
+    ref = model(x)
+    ref.sum().backward()
+    ref_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    danlu.reset()
+    compiled = danlu.compile(model, backend=torch_backend("aot_eager"))
+    res = compiled(x)
+    res.sum().backward()
+    assert same(ref, res)
+    assert same(ref_grads, [p.grad for p in model.parameters()])
+    assert _graphs() == 1
+
+
+def test_danlu_inductor_backend_inside_torch_compile_trains():
+    """The umbrella's "inductor" backend (aotautograd + danlu-inductor) under torch's capture."""
+    torch.manual_seed(2)
+    model = MLP()
+    x = torch.randn(6, 16)
+    ref = model(x)
+    ref.sum().backward()
+    ref_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    danlu.reset()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=danlu.lookup_backend("inductor"))
+    res = compiled(x)
+    res.sum().backward()
+    torch._dynamo.reset()
+    assert same(ref, res)
+    assert same(ref_grads, [p.grad for p in model.parameters()])
+    stats = danlu.CompileStats.current()
+    assert len(stats.kernel_graphs) == 2  # forward and backward went through danlu-inductor
+    assert stats.phases["autograd"] > 0 and stats.phases["lowering"] > 0
+
+
+def test_gpt2_new_sequence_length_recompiles_once_then_is_cached():
+    from models import make
+
+    model, inputs_for = make("gpt2", train=False)
+    model.eval()
+    danlu.reset()
+    compiled = danlu.compile(model)
+    with torch.no_grad():
+        for _ in range(2):
+            (ids,) = inputs_for(2, 16)
+            assert same(model(ids), compiled(ids))
+        first = _graphs()
+        assert first >= 1
+        for _ in range(2):
+            (ids,) = inputs_for(2, 24)
+            assert same(model(ids), compiled(ids))
+        assert _graphs() == 2 * first  # every graph compiled once more for the new length
+        for t in (16, 24):
+            (ids,) = inputs_for(2, t)
+            assert same(model(ids), compiled(ids))
+        assert _graphs() == 2 * first
 
 
 def test_danlu_backends_inside_torch_compile():

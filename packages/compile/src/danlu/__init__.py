@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0.dev0"
 
-from .backends import list_backends, register_backend  # noqa: E402
+from .backends import list_backends, lookup_backend, register_backend  # noqa: E402
 from .compile import OptimizedModule, compile  # noqa: E402
 from .config import config  # noqa: E402
 from .stats import CompileStats  # noqa: E402
@@ -34,6 +34,7 @@ __all__ = [
     "config",
     "explain",
     "list_backends",
+    "lookup_backend",
     "register_backend",
     "reset",
 ]
