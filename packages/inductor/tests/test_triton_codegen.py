@@ -1,45 +1,23 @@
 """Triton backend: every case in triton_cases.py runs under the Triton interpreter against
 eager (float64 reference for fp32), and every generated kernel compiles ahead of time for
-sm_90 to PTX and cubin. Each mode runs once in a child process: the interpreter must be
-switched on before triton is imported, and other tests in this process import it normally.
+sm_90 to PTX and cubin. Each mode runs once per session in a child process (child_runs.py):
+the interpreter must be switched on before triton is imported.
 """
 
 from __future__ import annotations
-
-import json
-import os
-import pathlib
-import subprocess
-import sys
 
 import pytest
 
 pytest.importorskip("triton", reason="the Triton backend needs the 'triton' extra")
 
+from child_runs import run_once  # noqa: E402
 from opinfo_cases import OPS  # noqa: E402
 from triton_cases import CASES  # noqa: E402
 
-HERE = pathlib.Path(__file__).parent
-
 
 def _run(mode, tmp_path_factory):
-    out = tmp_path_factory.mktemp(f"triton_{mode}") / "results.json"
-    env = dict(os.environ)
-    env["DANLU_CACHE_DIR"] = str(out.parent / "cache")
-    env["TRITON_DEFAULT_FP_FUSION"] = "0"
-    if mode == "interpret":
-        env["TRITON_INTERPRET"] = "1"
-    else:
-        env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "triton_cases.py"), mode, str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(out.read_text())
+    env = {"TRITON_INTERPRET": "1"} if mode == "interpret" else {}
+    return run_once(tmp_path_factory, f"triton_{mode}", "triton_cases.py", mode, env, timeout=300)
 
 
 @pytest.fixture(scope="module")

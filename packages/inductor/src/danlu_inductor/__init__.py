@@ -4,5 +4,13 @@ __version__ = "0.1.0.dev0"
 
 from danlu_inductor.compile_fx import CompiledGraph, compile_fx, compile_fx_batch  # noqa: E402
 from danlu_inductor.inference import inference_backend  # noqa: E402
+from danlu_inductor.options import OPTIONS, validate_options  # noqa: E402
 
-__all__ = ["CompiledGraph", "compile_fx", "compile_fx_batch", "inference_backend"]
+__all__ = [
+    "OPTIONS",
+    "CompiledGraph",
+    "compile_fx",
+    "compile_fx_batch",
+    "inference_backend",
+    "validate_options",
+]

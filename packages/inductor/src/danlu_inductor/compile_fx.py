@@ -14,6 +14,7 @@ from danlu_inductor.codegen.cpp.backend import CppBackend
 from danlu_inductor.codegen.wrapper import WrapperCodegen
 from danlu_inductor.graph import GraphLowering
 from danlu_inductor.lowering import NotLowered
+from danlu_inductor.options import validate_options
 from danlu_inductor.scheduler import Scheduler
 
 log = logging.getLogger("danlu_inductor")
@@ -30,6 +31,8 @@ class CompiledGraph:
         self.graph = graph
         self.scheduler = scheduler
         self.report = report
+        self.artifacts: list = []  # Triton: one TritonKernelArtifact per kernel
+        self.launchers: dict = {}  # Triton: kernel name -> TritonLauncher
 
     def __call__(self, *args):
         flat = self._call(list(args))
@@ -56,16 +59,68 @@ class EagerGraph:
     def __init__(self, gm, reason):
         self.gm = gm
         self.reason = reason
-        self.report = {"kernels": 0, "fallback_reason": reason}
+        self.report = {"kernels": 0, "fallback_reason": reason, "backend": "eager"}
         self.num_kernels = 0
 
     def __call__(self, *args):
         return self.gm(*args)
 
 
-def compile_fx(gm: torch.fx.GraphModule, example_inputs):
-    """Compile an ATen-level FX graph (flat tensor inputs) into a Python callable."""
-    return compile_fx_batch([(gm, example_inputs)])[0]
+def compile_fx(gm: torch.fx.GraphModule, example_inputs, options=None):
+    """Compile an ATen-level FX graph (flat tensor inputs) into a Python callable.
+
+    CPU graphs get C++/OpenMP kernels, CUDA graphs Triton kernels (see ``options.OPTIONS``
+    for ``options``; ``validate_options`` checks them). A graph that mixes devices, or that
+    neither backend can take, runs eagerly and says why in ``report["fallback_reason"]``.
+    """
+    opts = validate_options(options)
+    backend, where = choose_backend(gm, example_inputs)
+    if backend == "eager":
+        log.warning("danlu_inductor: running the graph eagerly: %s", where)
+        compiled = EagerGraph(gm, where)
+    elif backend == "triton":
+        from danlu_inductor.codegen.triton.compile import compile_triton
+
+        compiled = compile_triton(gm, example_inputs, where, opts)
+        if not isinstance(compiled, EagerGraph):
+            _maybe_dump(compiled, gm)
+    else:
+        compiled = compile_fx_batch([(gm, example_inputs)])[0]
+    if opts.cudagraphs:
+        from danlu_inductor.cudagraphs import wrap_cudagraphs
+
+        compiled = wrap_cudagraphs(compiled, gm, example_inputs)
+    return compiled
+
+
+def triton_on_cpu() -> bool:
+    """Internal, for tests without a GPU: CPU graphs take the Triton path (with
+    ``TRITON_INTERPRET=1`` the kernels run in Triton's interpreter)."""
+    return os.environ.get("DANLU_INDUCTOR_TRITON_ON_CPU", "0") == "1"
+
+
+def choose_backend(gm, example_inputs):
+    """-> ("cpp", device) | ("triton", device) | ("eager", reason), from the devices of
+    the inputs and of every value the graph computes (its fake tensors)."""
+    devices = {x.device for x in example_inputs if isinstance(x, torch.Tensor)}
+    for node in gm.graph.nodes:
+        for v in pytree.tree_leaves(node.meta.get("val")):
+            if isinstance(v, torch.Tensor):
+                devices.add(v.device)
+    kinds = {d.type for d in devices}
+    if len(devices) > 1:
+        return "eager", f"tensors on several devices: {sorted(map(str, devices))}"
+    if kinds <= {"cpu"}:
+        if triton_on_cpu():
+            return "triton", torch.device("cpu")
+        return "cpp", torch.device("cpu")
+    if kinds == {"cuda"}:
+        try:
+            import triton  # noqa: F401
+        except ImportError:
+            return "eager", "CUDA graph but triton is not installed (extra 'triton')"
+        return "triton", devices.pop()
+    return "eager", f"no backend for device {sorted(kinds)[0]!r} (C++ for CPU, Triton for CUDA)"
 
 
 def compile_fx_batch(items):
@@ -105,6 +160,7 @@ def compile_fx_batch(items):
             "compile_s": build_s,
             "library": str(so_path) if so_path else None,
             "memory": list(wrapper.memory_log),
+            "backend": "cpp",
         }
         if graph.fallbacks:
             log.info("danlu_inductor: fallback kernels: %s", dict(graph.fallbacks))
@@ -120,10 +176,12 @@ def compile_fx_batch(items):
 
 def _prepare(gm, example_inputs, prefix):
     t0 = time.perf_counter()
-    bad = [x for x in example_inputs if isinstance(x, torch.Tensor) and x.device.type != "cpu"]
-    if bad:
-        log.warning("danlu_inductor: non-CPU inputs, running the graph eagerly")
-        return EagerGraph(gm, "non-CPU inputs (only the C++ backend exists yet)")
+    backend, where = choose_backend(gm, example_inputs)
+    if backend != "cpp":
+        if backend == "triton":
+            return compile_fx(gm, example_inputs)
+        log.warning("danlu_inductor: running the graph eagerly: %s", where)
+        return EagerGraph(gm, where)
     try:
         graph = GraphLowering(gm, example_inputs).run()
     except NotLowered as e:
@@ -151,5 +209,6 @@ def _maybe_dump(compiled: CompiledGraph, gm):
     (d / "loop_ir.txt").write_text(compiled.loop_ir())
     (d / "fusion.txt").write_text(compiled.fusion_decisions())
     (d / "wrapper.py").write_text(compiled.wrapper_source)
-    (d / "kernels.cpp").write_text(compiled.kernel_source)
+    suffix = "py" if compiled.report.get("backend") == "triton" else "cpp"
+    (d / f"kernels.{suffix}").write_text(compiled.kernel_source)
     log.info("danlu_inductor: wrote %s", d)

@@ -20,8 +20,12 @@ log = logging.getLogger("danlu_inductor")
 
 
 class GraphLowering:
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs):
+    """``force_fallback``: FX node names that run as ATen fallback kernels even when a
+    lowering exists (a backend failed to build a kernel for a group they were fused into)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, force_fallback=()):
         self.gm = gm
+        self.force_fallback = frozenset(force_fallback)
         self.example_inputs = list(example_inputs)
         self.buffers: list[ir.Buffer] = []
         self.name_to_buffer: dict[str, ir.Buffer] = {}
@@ -123,6 +127,8 @@ class GraphLowering:
         if target is operator.getitem:
             return args[0][args[1]]
         lowering = LOWERINGS.get(target)
+        if node.name in self.force_fallback and isinstance(target, torch._ops.OpOverload):
+            lowering = None
         if lowering is not None:
             try:
                 out = lowering(*args, **kwargs)

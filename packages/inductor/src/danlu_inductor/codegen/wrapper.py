@@ -24,11 +24,25 @@ def _ints(exprs):
 
 
 class WrapperCodegen:
-    def __init__(self, graph, scheduler, kernel_backend, kernel_prefix=""):
+    """``kernel_backend.call_convention`` decides how kernels are called: ``"pointers"``
+    (ctypes functions of the C++ backend get ``data_ptr()`` integers, buffers live on the
+    CPU) or ``"tensors"`` (Triton launchers get the tensors; buffers are allocated on the
+    ``device`` argument of ``make_call``). With ``defer_index_checks`` the gather bounds
+    flag is not read (``.item()`` syncs) after each kernel: ``call.err_flag`` is left for
+    the caller to check after the whole call (CUDA graph replays)."""
+
+    def __init__(
+        self, graph, scheduler, kernel_backend, kernel_prefix="", defer_index_checks=False
+    ):
         self.kernel_prefix = kernel_prefix
         self.graph = graph
         self.sched = scheduler
         self.backend = kernel_backend  # makes kernels for fusion groups
+        self.pass_tensors = getattr(kernel_backend, "call_convention", "pointers") == "tensors"
+        self.defer_index_checks = defer_index_checks
+        self.uses_err = False
+        self.kernel_origins: dict[str, list[str]] = {}
+        self.artifacts: dict[str, object] = {}
         self.lines: list[str] = []
         self.consts: dict[str, object] = {}
         self.kernel_sources: list[str] = []
@@ -137,26 +151,31 @@ class WrapperCodegen:
             else:
                 local = self._local_buffers(grp)
                 kernel_name = f"{self.kernel_prefix}kernel{len(self.kernel_names)}"
-                kernel = self.backend.make_kernel(grp, kernel_name, self._dtypes(), local)
-                self.kernel_names.append(kernel_name)
-                self.kernel_sources.append(kernel.source)
-                self.kernel_nargs[kernel_name] = len(kernel.params) + int(kernel.uses_err)
                 origins = []
                 for n in grp.nodes:
                     for o in n.node.origins:
                         if o not in origins:
                             origins.append(o)
+                self.kernel_origins[kernel_name] = origins
+                kernel = self.backend.make_kernel(grp, kernel_name, self._dtypes(), local)
+                self.artifacts[kernel_name] = kernel
+                self.kernel_names.append(kernel_name)
+                self.kernel_sources.append(kernel.source)
+                self.kernel_nargs[kernel_name] = len(kernel.params) + int(kernel.uses_err)
                 body.append(f"# {kernel_name}: {grp.describe()}")
                 body.append(f"#   from FX nodes: {', '.join(origins)}")
                 stored = [n for n in grp.nodes if n.name not in local]
                 for n in stored:
                     self._allocate(n, grp, i, pool, freed, body, future_keys)
-                ptrs = [f"{p}.data_ptr()" for p in kernel.params]
+                suffix = "" if self.pass_tensors else ".data_ptr()"
+                ptrs = [f"{p}{suffix}" for p in kernel.params]
                 if kernel.uses_err:
-                    body.append("_err.zero_()")
-                    ptrs.append("_err.data_ptr()")
+                    self.uses_err = True
+                    if not self.defer_index_checks:
+                        body.append("_err.zero_()")
+                    ptrs.append(f"_err{suffix}")
                 body.append(f"{kernel_name}({', '.join(ptrs)})")
-                if kernel.uses_err:
+                if kernel.uses_err and not self.defer_index_checks:
                     body.append(f"if _err.item(): raise_index_error('{kernel_name}')")
             # frees
             for name, last in self.last_use.items():
@@ -235,8 +254,10 @@ class WrapperCodegen:
             self.memory_log.append(f"{buf.name} reuses {old}")
             return
         lay = buf.layout
+        dev = ", device=device" if self.pass_tensors else ""
         body.append(
-            f"{buf.name} = empty_strided({_ints(lay.size)}, {_ints(lay.stride)}, dtype={lay.dtype})"
+            f"{buf.name} = empty_strided({_ints(lay.size)}, {_ints(lay.stride)}, "
+            f"dtype={lay.dtype}{dev})"
         )
 
     def _extern_call(self, node, body):
@@ -252,22 +273,30 @@ class WrapperCodegen:
         body.append(f"{node.name} = {op}({call})  # {node.kind}: {node.op}{org}")
 
     def _module(self, body) -> str:
+        where = (
+            "Triton launchers, called with tensors"
+            if self.pass_tensors
+            else "the compiled library, called with data pointers"
+        )
         head = [
-            "# danlu_inductor wrapper: run `call(args)`; kernels come from the compiled library",
+            f"# danlu_inductor wrapper: run `call(args)`; kernels are {where}",
             "import torch",
             "from danlu_inductor.runtime import empty_strided, ensure_layout, raise_index_error",
             "",
             "",
-            "def make_call(kernels, consts):",
+            "def make_call(kernels, consts, device='cpu'):",
         ]
         for k in self.kernel_names:
             head.append(f"    {k} = kernels['{k}']")
         for c in self.consts:
             head.append(f"    {c} = consts['{c}']")
-        head.append("    _err = torch.zeros((), dtype=torch.int64)")
+        head.append("    _err = torch.zeros((), dtype=torch.int64, device=device)")
         head.append("")
         head.append("    def call(args):")
+        if self.defer_index_checks and self.uses_err:
+            body = ["_err.zero_()  # bounds flag, read by the caller after the call", *body]
         head += ["        " + ln for ln in body if ln != ""]
         head.append("")
+        head.append("    call.err_flag = _err")
         head.append("    return call")
         return "\n".join(head) + "\n"

@@ -60,11 +60,21 @@ def cache_root() -> pathlib.Path:
     base = pathlib.Path(root) if root else pathlib.Path.home() / ".cache" / "danlu"
     path = base / "inductor" / "triton"
     path.mkdir(parents=True, exist_ok=True)
+    # compiled binaries (Triton's own cache) next to the kernel sources, unless set
+    os.environ.setdefault("TRITON_CACHE_DIR", str(path / "bin"))
     return path
 
 
 class TritonBackend:
+    """``autotune``: time candidate configs on the first GPU call; ``max_autotune``: the
+    full candidate list instead of the first three."""
+
     name = "triton"
+    call_convention = "tensors"  # the wrapper passes tensors, allocates on the device
+
+    def __init__(self, autotune=True, max_autotune=False):
+        self.autotune = autotune
+        self.max_autotune = max_autotune
 
     def make_kernel(self, group, name, buffer_dtypes, local_buffers) -> TritonKernelArtifact:
         k = TritonKernel(group, name, buffer_dtypes, local_buffers)
@@ -86,9 +96,37 @@ class TritonBackend:
             return {}, None, ""
         source = MODULE_HEADER + "\n\n".join(kernel_sources)
         module, path = load_module(source)
-        fns = {n: TritonLauncher(getattr(module, n)) for n in kernel_names}
+        fns = {}
+        for n in kernel_names:
+            fns[n] = TritonLauncher(getattr(module, n), self.autotune, self.max_autotune)
         _maybe_dump(source)
         return fns, path, source
+
+    def precompile(self, fns, path, dtypes, target=None, cuda_device=None):
+        """Compile every kernel's candidate configs in worker processes (see precompile.py).
+        Drops configs that fail; -> {kernel: error} for kernels left with none."""
+        from danlu_inductor.codegen.triton.precompile import precompile
+
+        jobs = []
+        for name, fn in fns.items():
+            cfgs = fn.candidates() if target is None else [fn.heuristic()]
+            ptr_dtypes = [str(dtypes[p]).replace("torch.", "") for p in fn.params]
+            if fn.uses_err:
+                ptr_dtypes.append("int64")
+            sizes = [fn.xnumel] + ([fn.rnumel] if fn.kind != "pointwise" else [])
+            jobs.append(
+                (name, [(c.XBLOCK, c.RBLOCK, c.num_warps) for c in cfgs], ptr_dtypes, sizes)
+            )
+        results = precompile(path, jobs, target=target, cuda_device=cuda_device)
+        failed = {}
+        for name, rows in results.items():
+            ok = [Config(*c) for c, err, _ in rows if err is None]
+            fns[name].compile_info = rows
+            if not ok:
+                failed[name] = rows[0][1]
+            elif target is None:
+                fns[name].configs = ok
+        return failed
 
 
 def load_module(source: str):
@@ -140,6 +178,11 @@ def _load_tuned():
 
 
 def _save_tuned():
+    try:  # merge with what other processes wrote since we loaded
+        for k, v in json.loads(_tuning_file().read_text()).items():
+            _TUNED.setdefault(k, Config(v["XBLOCK"], v.get("RBLOCK"), v["num_warps"]))
+    except (OSError, ValueError):
+        pass
     data = {
         k: {"XBLOCK": c.XBLOCK, "RBLOCK": c.RBLOCK, "num_warps": c.num_warps}
         for k, c in _TUNED.items()
@@ -153,8 +196,12 @@ class TritonLauncher:
     """Launches one generated kernel; ``config`` is fixed after the first call, so later
     calls are a plain launch (no sync, no allocation): safe to capture in a CUDA graph."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, autotune=True, max_autotune=False):
         self.fn = fn
+        self.autotune = autotune
+        self.max_autotune = max_autotune
+        self.configs: list[Config] | None = None  # the candidates that compiled
+        self.compile_info = None
         meta = fn.danlu_meta
         self.kind = meta["kind"]
         self.xnumel = meta["xnumel"]
@@ -164,9 +211,19 @@ class TritonLauncher:
         self.signature = meta["signature"]
         self.config: Config | None = None
         src = getattr(fn, "src", "") or ""
+        tag = "max" if max_autotune else "default"
         self.key = hashlib.sha256(
-            f"{src}|{self.kind}|{self.xnumel}|{self.rnumel}".encode()
+            f"{src}|{self.kind}|{self.xnumel}|{self.rnumel}|{tag}".encode()
         ).hexdigest()[:32]
+
+    def heuristic(self) -> Config:
+        return heuristic_config(self.kind, self.xnumel, self.rnumel)
+
+    def candidates(self) -> list[Config]:
+        if not self.autotune:
+            return [self.heuristic()]
+        cands = candidate_configs(self.kind, self.xnumel, self.rnumel)
+        return cands if self.max_autotune else cands[:3]
 
     def grid(self, cfg: Config):
         xg = (self.xnumel + cfg.XBLOCK - 1) // cfg.XBLOCK
@@ -183,14 +240,25 @@ class TritonLauncher:
 
     def __call__(self, *args):
         if self.config is None:
-            self.config = self._choose(args)
+            try:
+                self.config = self._choose(args)
+                self._launch(self.config, args)
+            except Exception as e:
+                from danlu_inductor.codegen.triton.compile import KernelLaunchError
+
+                self.config = None
+                name = getattr(self.fn, "__name__", "kernel")
+                raise KernelLaunchError(
+                    f"Triton kernel {name} failed on its first launch: {type(e).__name__}: {e}"
+                ) from e
+            return
         self._launch(self.config, args)
 
     def _choose(self, args) -> Config:
-        heuristic = heuristic_config(self.kind, self.xnumel, self.rnumel)
+        cands = self.configs or self.candidates()
         on_gpu = any(getattr(a, "is_cuda", False) for a in args)
-        if interpreting() or not on_gpu:
-            return heuristic
+        if interpreting() or not on_gpu or len(cands) == 1:
+            return cands[0]
         _load_tuned()
         if self.key in _TUNED:
             return _TUNED[self.key]
@@ -208,7 +276,7 @@ class TritonLauncher:
         # time on copies: the wrapper may alias an output with a dying input (in place)
         scratch = [a.clone() for a in args]
         timings = []
-        for cfg in candidate_configs(self.kind, self.xnumel, self.rnumel):
+        for cfg in self.configs or self.candidates():
             try:
                 t = do_bench(lambda cfg=cfg: self._launch(cfg, scratch), warmup=5, rep=20)
             except Exception as e:  # a config can exceed shared memory or registers
@@ -216,7 +284,8 @@ class TritonLauncher:
                 continue
             timings.append((t, cfg))
         if not timings:
-            return heuristic_config(self.kind, self.xnumel, self.rnumel)
+            return (self.configs or [self.heuristic()])[0]
+        self.timings = [(round(t * 1000, 2), str(c)) for t, c in timings]
         return min(timings, key=lambda tc: tc[0])[1]
 
 

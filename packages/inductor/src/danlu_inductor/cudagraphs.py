@@ -1,0 +1,262 @@
+"""``cudagraphs`` option (mode="reduce-overhead"): replay each compiled graph as a CUDA graph.
+
+Call 1 runs the compiled graph normally (warm-up: Triton compiles and autotunes, cuBLAS
+makes its handles). Call 2 captures it and replays. Later calls copy the inputs into the
+captured static buffers and replay. An input that sat at the same address on the two calls
+before a capture (parameters, buffers) is read in place, not copied; if its address changes
+later, the graph is captured again (at most ``MAX_RECAPTURES`` times, then replays stop).
+Graphs are captured into one memory pool per device. Outputs are cloned out of the pool
+after each replay, so a result stays valid after the next call (the cost: one copy of each
+output). The gather bounds flag is read once after the replay (one sync when the graph has
+gathers), not inside the captured region.
+
+Not captured, with the reason in ``report["cudagraphs"]``: graphs that run eagerly, inputs
+not on a CUDA device or not tensors (dynamic shapes), ops that sync with the CPU or have
+data-dependent shapes, RNG with an explicit generator, mutation of a view of an input.
+Inputs mutated in place are copied back after each replay.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch.utils import _pytree as pytree
+
+log = logging.getLogger("danlu_inductor")
+
+MAX_RECAPTURES = 4
+
+_aten = torch.ops.aten
+SYNCING_OPS = {
+    "aten::_local_scalar_dense",
+    "aten::item",
+    "aten::nonzero",
+    "aten::masked_select",
+    "aten::unique",
+    "aten::_unique",
+    "aten::_unique2",
+    "aten::unique_consecutive",
+    "aten::unique_dim",
+    "aten::repeat_interleave",
+    "aten::_assert_async",
+    "aten::equal",
+    "aten::is_nonzero",
+}
+
+_POOLS: dict = {}
+
+
+def _pool(device):
+    if device not in _POOLS:
+        _POOLS[device] = torch.cuda.graph_pool_handle()
+    return _POOLS[device]
+
+
+def unsafe_reason(compiled, gm, example_inputs):
+    """Why this graph cannot be replayed as a CUDA graph (None when it can), and the
+    indices of the inputs it mutates in place."""
+    if not hasattr(compiled, "_call"):
+        return f"the graph runs eagerly ({compiled.report.get('fallback_reason')})", ()
+    for i, x in enumerate(example_inputs):
+        if not isinstance(x, torch.Tensor):
+            return f"input {i} is a {type(x).__name__}, not a tensor (dynamic shapes)", ()
+        if x.device.type != "cuda":
+            return f"input {i} is on {x.device} (CUDA graphs need CUDA tensors)", ()
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    index = {n: i for i, n in enumerate(placeholders)}
+    mutated = set()
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        schema = node.target._schema
+        if schema.name in SYNCING_OPS:
+            return (
+                f"{node.name} ({schema.name}) syncs with the CPU or has data-dependent shapes",
+                (),
+            )
+        if node.kwargs.get("generator") is not None:
+            return f"{node.name} draws random numbers from an explicit generator", ()
+        for arg, value in zip(schema.arguments, node.args):
+            if arg.alias_info is None or not arg.alias_info.is_write:
+                continue
+            root = _alias_root(value)
+            if root is None:
+                continue
+            if root is not value:
+                return f"{node.name} mutates a view of input {root.name}", ()
+            mutated.add(index[root])
+        for k, value in node.kwargs.items():
+            arg = next((a for a in schema.arguments if a.name == k), None)
+            if arg is not None and arg.alias_info is not None and arg.alias_info.is_write:
+                root = _alias_root(value)
+                if root is not None and root is not value:
+                    return f"{node.name} mutates a view of input {root.name}", ()
+                if root is not None:
+                    mutated.add(index[root])
+    return None, tuple(sorted(mutated))
+
+
+def _alias_root(value):
+    """The placeholder a value is (or is a view of), else None."""
+    seen = 0
+    while isinstance(value, torch.fx.Node) and seen < 100:
+        seen += 1
+        if value.op == "placeholder":
+            return value
+        t = value.target
+        if not isinstance(t, torch._ops.OpOverload):
+            return None
+        rets = t._schema.returns
+        if not rets or rets[0].alias_info is None or not value.args:
+            return None
+        value = value.args[0]
+    return None
+
+
+def wrap_cudagraphs(compiled, gm, example_inputs):
+    reason, mutated = unsafe_reason(compiled, gm, example_inputs)
+    if reason is not None:
+        compiled.report["cudagraphs"] = f"skipped: {reason}"
+        log.info("danlu_inductor: CUDA graphs skipped: %s", reason)
+        return compiled
+    return CudaGraphRunner(compiled, mutated)
+
+
+class CudaGraphRunner:
+    """A compiled graph replayed as a CUDA graph (see the module doc)."""
+
+    def __init__(self, compiled, mutated):
+        self.compiled = compiled
+        self.report = compiled.report
+        self.mutated = set(mutated)
+        self.out_spec = compiled.out_spec
+        self.report["cudagraphs"] = "warm-up"
+        self.graph = None
+        self.prev_ptrs = None
+        self.captures = 0
+        self.replays = 0
+        self.disabled = None
+
+    def __getattr__(self, name):  # loop_ir(), wrapper_source, artifacts, ...
+        return getattr(self.compiled, name)
+
+    @property
+    def num_kernels(self):
+        return self.compiled.num_kernels
+
+    # ------------------------------------------------------------------------ call
+    def __call__(self, *args):
+        if self.disabled is not None:
+            return self.compiled(*args)
+        ptrs = [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
+        if self.graph is not None and not self._static_ok(args):
+            # an input read in place moved: one plain call to see which inputs are stable now
+            self.graph = None
+            self.prev_ptrs = ptrs
+            if self.captures > MAX_RECAPTURES:
+                return self._disable("inputs read in place keep changing address", args)
+            return self.compiled(*args)
+        if self.graph is None:
+            if self.prev_ptrs is None:  # warm-up
+                self.prev_ptrs = ptrs
+                return self.compiled(*args)
+            self._capture(args, ptrs)
+            if self.disabled is not None:
+                return self.compiled(*args)
+        self.prev_ptrs = ptrs
+        return self._replay(args)
+
+    def _disable(self, why, args):
+        self.disabled = why
+        self.graph = None
+        self.report["cudagraphs"] = f"stopped: {why}"
+        log.warning("danlu_inductor: CUDA graph replays stopped: %s", why)
+        return self.compiled(*args)
+
+    def _static_ok(self, args):
+        for i in self.static_idx:
+            a = args[i]
+            s = self.static_inputs[i]
+            if a.data_ptr() != s.data_ptr() or a.stride() != s.stride() or a.shape != s.shape:
+                return False
+        return True
+
+    def _capture(self, args, ptrs):
+        self.graph = None
+        self.static_idx = set()
+        self.static_inputs = []
+        for i, a in enumerate(args):
+            if ptrs[i] == self.prev_ptrs[i]:
+                self.static_idx.add(i)
+                self.static_inputs.append(a)
+            else:
+                buf = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
+                buf.copy_(a)
+                self.static_inputs.append(buf)
+        device = args[0].device if args else torch.device("cuda")
+        try:
+            g, outs = self._record(self.compiled._call, list(self.static_inputs), device)
+        except Exception as e:  # a sync or allocation the capture refuses
+            self.static_inputs = []
+            self._disable(f"capture failed: {type(e).__name__}: {str(e)[:200]}", ())
+            return
+        copied = {
+            self.static_inputs[i].untyped_storage().data_ptr()
+            for i in range(len(args))
+            if i not in self.static_idx
+        }
+        self.keep_alias = []
+        for o in outs:
+            alias = isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in copied
+            if alias:
+                self.static_inputs = []
+                self._disable("an output aliases an input that is copied each call", ())
+                return
+            self.keep_alias.append(
+                isinstance(o, torch.Tensor)
+                and any(
+                    o.untyped_storage().data_ptr() == args[i].untyped_storage().data_ptr()
+                    for i in self.static_idx
+                )
+            )
+        self.graph, self.static_outputs = g, outs
+        self.captures += 1
+        self.report["cudagraphs"] = (
+            f"captured ({self.captures}x); {len(self.static_idx)} of {len(args)} inputs read "
+            "in place"
+        )
+
+    @staticmethod
+    def _record(call, static_inputs, device):
+        """Capture ``call(static_inputs)``; -> (graph, its output tensors)."""
+        g = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize(device)
+        with torch.cuda.graph(g, pool=_pool(device)):
+            outs = call(static_inputs)
+        return g, outs
+
+    def _replay(self, args):
+        for i, a in enumerate(args):
+            if i in self.static_idx:
+                continue
+            s = self.static_inputs[i]
+            if a.shape != s.shape:
+                raise ValueError(
+                    f"compiled graph expects an input of shape {tuple(s.shape)}, got "
+                    f"{tuple(a.shape)}; recompile for new shapes"
+                )
+            s.copy_(a)
+        self.graph.replay()
+        self.replays += 1
+        err = getattr(self.compiled, "err_flag", None)
+        if err is not None and err.item():
+            raise IndexError("index out of range in a gather/embedding (CUDA graph replay)")
+        for i in self.mutated:
+            if i not in self.static_idx:
+                args[i].copy_(self.static_inputs[i])
+        flat = [
+            o.clone() if isinstance(o, torch.Tensor) and not keep else o
+            for o, keep in zip(self.static_outputs, self.keep_alias)
+        ]
+        return pytree.tree_unflatten(flat, self.out_spec)

@@ -1,0 +1,57 @@
+"""Compile options: what ``compile_fx(..., options=...)`` and ``validate_options`` accept."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MODES = {
+    None: {},
+    "default": {},
+    "reduce-overhead": {"cudagraphs": True},
+    "max-autotune": {"cudagraphs": True, "max_autotune": True},
+    "max-autotune-no-cudagraphs": {"max_autotune": True},
+}
+
+OPTIONS = {
+    "mode": "one of " + ", ".join(repr(m) for m in MODES) + " (sets the options below)",
+    "cudagraphs": "bool: run each compiled CUDA graph as a CUDA graph replay (off by default)",
+    "max_autotune": "bool: time every candidate launch config of each Triton kernel on its "
+    "first GPU call, not only the first three (off by default)",
+    "autotune": "bool: time a few launch configs of each Triton kernel on its first GPU "
+    "call and remember the fastest on disk (on by default); off: the size heuristic alone",
+}
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    cudagraphs: bool = False
+    max_autotune: bool = False
+    autotune: bool = True
+    mode: str | None = None
+
+
+def validate_options(options) -> CompileOptions:
+    """Check an options dict (names and values); -> the resolved ``CompileOptions``.
+
+    Raises ``ValueError`` naming the valid options (or modes) for anything else."""
+    if options is None:
+        return CompileOptions()
+    if isinstance(options, CompileOptions):
+        return options
+    if not isinstance(options, dict):
+        raise TypeError(f"options must be a dict, got {type(options).__name__}")
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        valid = "; ".join(f"{k}: {v}" for k, v in OPTIONS.items())
+        raise ValueError(f"unknown danlu_inductor option(s) {unknown}; valid options: {valid}")
+    mode = options.get("mode")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; valid modes: {', '.join(repr(m) for m in MODES)}")
+    settings = {"cudagraphs": False, "max_autotune": False, "autotune": True}
+    settings.update(MODES[mode])
+    for key in ("cudagraphs", "max_autotune", "autotune"):
+        if key in options:
+            if not isinstance(options[key], bool):
+                raise ValueError(f"option {key!r} takes a bool, got {options[key]!r}")
+            settings[key] = options[key]
+    return CompileOptions(mode=mode, **settings)

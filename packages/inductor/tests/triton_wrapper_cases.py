@@ -1,0 +1,356 @@
+"""``compile_fx`` end to end on the Triton path, run in a child process by
+test_triton_wrapper.py (and by triton_gpu_check.py on a GPU).
+
+``python triton_wrapper_cases.py cpu OUT.json``: CPU tensors with
+``DANLU_INDUCTOR_TRITON_ON_CPU=1 TRITON_INTERPRET=1`` (set by the caller before triton is
+imported) and ``DANLU_INDUCTOR_TRITON_CHECK_TARGET=90``, so every kernel runs in the
+interpreter and also compiles ahead of time for sm_90 in the compile worker processes.
+``python triton_wrapper_cases.py cuda OUT.json``: the same graphs on a GPU (plus CUDA graph
+replays). Each case compares with eager (float64 reference for fp32) on non-contiguous
+inputs and records what it checked in OUT.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+DEVICE = "cpu"
+
+
+def _nc(*shape):
+    """A non-contiguous tensor of ``shape`` (every other column of a wider one)."""
+    *lead, last = shape
+    return torch.randn(*lead, 2 * last, device=DEVICE)[..., ::2]
+
+
+def _t(*shape):
+    """A transposed (column-major) tensor of ``shape``."""
+    return torch.randn(*reversed(shape), device=DEVICE).t() if len(shape) == 2 else None
+
+
+def _tol(dtype):
+    if dtype == torch.bfloat16:
+        return dict(rtol=1.6e-2, atol=2e-2)
+    if dtype == torch.float16:
+        return dict(rtol=1e-3, atol=1e-3)
+    return dict(rtol=2e-5, atol=2e-5)
+
+
+def _flat(x):
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def _reference(fn, inputs):
+    with torch.no_grad():
+        eager = _flat(fn(*inputs))
+        up = [a.double() if a.dtype == torch.float32 else a for a in inputs]
+        ref = _flat(fn(*up))
+    return [r.to(e.dtype) for r, e in zip(ref, eager)]
+
+
+def _compile(fn, inputs, options=None):
+    from helpers import aten_graph
+
+    from danlu_inductor import compile_fx
+
+    return compile_fx(aten_graph(fn, *inputs), list(inputs), options=options)
+
+
+def _check(fn, make, options=None, calls=1):
+    inputs = make()
+    c = _compile(fn, inputs, options)
+    assert c.report.get("backend") == "triton", c.report
+    assert not c.report.get("triton_fallbacks"), c.report["triton_fallbacks"]
+    for k in range(calls):
+        if k:
+            inputs = make()
+        got = _flat(c(*inputs))
+        ref = _reference(fn, inputs)
+        assert len(got) == len(ref)
+        for g, r in zip(got, ref):
+            assert g.shape == r.shape and g.dtype == r.dtype, (g.shape, r.shape, g.dtype)
+            assert g.device == r.device, (g.device, r.device)
+            torch.testing.assert_close(g, r, equal_nan=True, **_tol(r.dtype))
+    assert "fallback_reason" not in c.report, c.report["fallback_reason"]
+    return c, _info(c)
+
+
+def _info(c):
+    info = {
+        "kernels": c.report["kernels"],
+        "kinds": sorted(set(c.report["kernel_kinds"].values())),
+        "externs": c.report["extern_calls"],
+        "fallback_ops": c.report["fallback_ops"],
+    }
+    aot = []
+    for name, launcher in c.launchers.items():
+        for _cfg, err, extra in launcher.compile_info or []:
+            aot.append({"kernel": name, "error": err, **extra})
+    info["aot"] = aot
+    if "cudagraphs" in c.report:
+        info["cudagraphs"] = c.report["cudagraphs"]
+    return info
+
+
+def _gelu_chain(x, y):
+    return F.gelu(x * 2 + y) * torch.sigmoid(x) - (x - y).tanh()
+
+
+def _attention_scores(q, k):
+    return (q @ k.transpose(-2, -1) * 0.125).softmax(-1)
+
+
+def _block():
+    from models import TransformerBlock
+
+    torch.manual_seed(0)
+    return TransformerBlock(dim=64, heads=4, ctx=32).to(DEVICE).eval()
+
+
+CASES = {
+    "pointwise_chain_transposed": (_gelu_chain, lambda: [_t(48, 40), _nc(48, 40)]),
+    "pointwise_broadcast_3d": (
+        lambda x, b: (x * b).relu() + b.exp(),
+        lambda: [torch.randn(6, 40, 20, device=DEVICE).permute(0, 2, 1), _nc(40)],
+    ),
+    "softmax_noncontiguous": (lambda x: torch.softmax(x, -1), lambda: [_nc(64, 130)]),
+    "log_softmax_dim0": (lambda x: torch.log_softmax(x, 0), lambda: [_t(50, 20)]),
+    "layernorm": (
+        lambda x, w, b: F.layer_norm(x, (96,), w, b),
+        lambda: [_nc(3, 40, 96), _nc(96), torch.randn(96, device=DEVICE)],
+    ),
+    "reductions": (
+        lambda x: (x.sum(-1), x.mean(0), x.var(1), x.amax(-1), x.argmax(0), x.std(-1)),
+        lambda: [_t(37, 53)],
+    ),
+    "reduction_looped": (lambda x: (x.sum(-1), x.amin(-1)), lambda: [_nc(4, 3000)]),
+    "mm_bias_gelu": (
+        lambda x, w, b: F.gelu(x @ w + b),
+        lambda: [_nc(32, 48), _t(48, 64), torch.randn(64, device=DEVICE)],
+    ),
+    "linear_tanh_gelu_residual": (
+        lambda x, w, b: x.sum(-1, keepdim=True) + F.gelu(F.linear(x, w, b), approximate="tanh"),
+        lambda: [_nc(16, 24), torch.randn(24, 24, device=DEVICE), _nc(24)],
+    ),
+    "bmm_softmax": (
+        _attention_scores,
+        lambda: [_nc(2, 4, 16, 8), torch.randn(2, 16, 4, 8, device=DEVICE).transpose(1, 2)],
+    ),
+    "bf16_mlp": (
+        lambda x, w: F.layer_norm(F.silu(x @ w), (32,)),
+        lambda: [
+            torch.randn(16, 40, device=DEVICE).bfloat16(),
+            torch.randn(32, 40, device=DEVICE).bfloat16().t(),
+        ],
+    ),
+    "aten_fallback_cumsum": (
+        lambda x: torch.cumsum(x.exp(), -1) * 2 + 1,
+        lambda: [_nc(8, 30)],
+    ),
+    "embedding_gather": (
+        lambda idx, w: F.embedding(idx, w) * 2 + 1,
+        lambda: [torch.randint(0, 50, (4, 9), device=DEVICE), _nc(50, 16)],
+    ),
+}
+
+
+def run_case(name):
+    fn, make = CASES[name]
+    _, info = _check(fn, make)
+    return info
+
+
+def run_transformer_block():
+    block = _block()
+    x = torch.randn(2, 32, 64, device=DEVICE).transpose(0, 1).contiguous().transpose(0, 1)
+    params = dict(block.named_parameters())
+    buffers = dict(block.named_buffers())
+    names = list(params) + list(buffers)
+
+    def fn(x, *state):
+        with torch.nn.utils.stateless._reparametrize_module(block, dict(zip(names, state))):
+            return block(x)
+
+    state = list(params.values()) + list(buffers.values())
+    c, info = _check(fn, lambda: [x, *[t.detach() for t in state]])
+    assert info["externs"] >= 4, info  # qkv, two bmm, proj, fc, out
+    return info
+
+
+def run_out_of_bounds():
+    fn = lambda idx, w: F.embedding(idx, w) + 1  # noqa: E731
+    idx = torch.tensor([1, 2, 60], device=DEVICE)
+    w = torch.randn(50, 4, device=DEVICE)
+    c = _compile(fn, [idx, w])
+    try:
+        c(idx, w)
+    except IndexError as e:
+        return {"raised": str(e)}
+    raise AssertionError("out-of-bounds gather index did not raise")
+
+
+def run_forced_fallback():
+    """A kernel that cannot be generated: its group's FX nodes become ATen fallbacks."""
+    from danlu_inductor.codegen.triton import kernel as tk
+
+    original = tk.TritonKernel.codegen
+
+    def failing(self):
+        src = original(self)
+        if "dm.erf" in src or "libdevice" in src or "erf" in src:
+            raise NotImplementedError("test: no erf in this backend")
+        return src
+
+    tk.TritonKernel.codegen = failing
+    try:
+        fn = lambda x, w: F.gelu(x @ w).softmax(-1) + x.sum()  # noqa: E731
+        inputs = [_nc(16, 32), torch.randn(32, 32, device=DEVICE)]
+        from helpers import aten_graph
+
+        from danlu_inductor import compile_fx
+
+        c = compile_fx(aten_graph(fn, *inputs), inputs)
+    finally:
+        tk.TritonKernel.codegen = original
+    assert c.report.get("backend") == "triton", c.report
+    fallbacks = c.report["triton_fallbacks"]
+    assert fallbacks and "no erf" in fallbacks[0]["error"], fallbacks
+    got = c(*inputs)
+    torch.testing.assert_close(got, _reference(fn, inputs)[0], **_tol(torch.float32))
+    return {
+        "triton_fallbacks": fallbacks,
+        "fallback_ops": c.report["fallback_ops"],
+        "kernels": c.report["kernels"],
+    }
+
+
+def run_dump(tmp):
+    """DANLU_DEBUG_DIR receives the wrapper and the kernels; the wrapper is a module that
+    imports and runs on its own."""
+    import importlib.util
+
+    os.environ["DANLU_DEBUG_DIR"] = tmp
+    try:
+        fn = lambda x: torch.softmax(x * 2, -1)  # noqa: E731
+        x = _nc(8, 20)
+        c = _compile(fn, [x])
+    finally:
+        del os.environ["DANLU_DEBUG_DIR"]
+    dirs = sorted(x for x in os.listdir(tmp) if os.path.isdir(os.path.join(tmp, x)))
+    d = os.path.join(tmp, dirs[-1])
+    files = sorted(os.listdir(d))
+    spec = importlib.util.spec_from_file_location("dumped_wrapper", os.path.join(d, "wrapper.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    call = mod.make_call(c.launchers, {}, DEVICE)
+    got = call([x])[0]
+    torch.testing.assert_close(got, fn(x))
+    return {"files": files}
+
+
+def run_cudagraphs_option():
+    """mode="reduce-overhead": on CPU skipped with a reason; on a GPU captured and replayed
+    on fresh inputs (a gather included: its bounds flag is read after the replay), earlier
+    results stay valid, a bad index still raises."""
+
+    def fn(idx, w, x):
+        return (F.embedding(idx, w) * 2 + x).softmax(-1), x.sum()
+
+    w = _nc(50, 16)
+
+    def make():
+        return torch.randint(0, 50, (4, 9), device=DEVICE), _nc(4, 9, 16)
+
+    idx, x = make()
+    c = _compile(fn, [idx, w, x], options={"mode": "reduce-overhead"})
+    kept = []
+    for _ in range(5):
+        idx, x = make()
+        got = c(idx, w, x)
+        ref = fn(idx, w, x)
+        kept.append((got, [r.clone() for r in ref]))
+        torch.testing.assert_close(got, ref)
+    for got, ref in kept:
+        torch.testing.assert_close(got, ref)
+    info = {"cudagraphs": c.report.get("cudagraphs")}
+    try:
+        c(torch.full((4, 9), 60, device=DEVICE), w, x)
+        info["bad_index"] = "did not raise"
+    except IndexError as e:
+        info["bad_index"] = str(e)
+    idx, x = make()
+    torch.testing.assert_close(c(idx, w, x), fn(idx, w, x))
+    if DEVICE == "cuda":
+        assert info["cudagraphs"].startswith("captured"), info
+        assert "out of range" in info["bad_index"], info
+    return info
+
+
+def run_max_autotune():
+    fn = lambda x: torch.softmax(x, -1)  # noqa: E731
+    x = torch.randn(512, 700, device=DEVICE)
+    c = _compile(fn, [x], options={"mode": "max-autotune-no-cudagraphs"})
+    torch.testing.assert_close(c(x), fn(x))
+    return {
+        name: {
+            "candidates": len(fn_.configs or fn_.candidates()),
+            "config": str(fn_.config),
+            "timings_us": getattr(fn_, "timings", None),
+        }
+        for name, fn_ in c.launchers.items()
+    }
+
+
+def main(mode, out_path):
+    global DEVICE
+    DEVICE = "cuda" if mode == "cuda" else "cpu"
+    torch.manual_seed(0)
+    if mode == "cpu":
+        assert os.environ.get("TRITON_INTERPRET") == "1"
+        assert os.environ.get("DANLU_INDUCTOR_TRITON_ON_CPU") == "1"
+    names = list(CASES) + [
+        "transformer_block",
+        "out_of_bounds",
+        "forced_fallback",
+        "dump",
+        "cudagraphs_option",
+        "max_autotune",
+    ]
+    results = {}
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            if name == "transformer_block":
+                info = run_transformer_block()
+            elif name == "out_of_bounds":
+                info = run_out_of_bounds()
+            elif name == "forced_fallback":
+                info = run_forced_fallback()
+            elif name == "dump":
+                info = run_dump(tempfile.mkdtemp(prefix="danlu_dump_"))
+            elif name == "cudagraphs_option":
+                info = run_cudagraphs_option()
+            elif name == "max_autotune":
+                info = run_max_autotune()
+            else:
+                info = run_case(name)
+            results[name] = {"ok": True, **info}
+        except Exception:
+            results[name] = {"ok": False, "error": traceback.format_exc()[-3000:]}
+        results[name]["seconds"] = round(time.perf_counter() - t0, 2)
+    with open(out_path, "w") as f:
+        json.dump(results, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
