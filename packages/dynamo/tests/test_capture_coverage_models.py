@@ -2,6 +2,8 @@
 program is checked against eager bit for bit through the "eager" backend, on two shapes, and
 must be captured whole (no graph break, no eager region)."""
 
+import copy
+
 import pytest
 import torch
 
@@ -139,3 +141,156 @@ def test_no_grad_decorator_backward_matches_eager():
         opt(x, w).backward()
         assert torch.equal(ref, w.grad)
     assert not opt._capture_ctx.breaks
+
+
+# ----------------------------------------------------------------------------- copy.deepcopy
+
+
+class _Config:
+    """Like a transformers config: aliases resolved by custom __getattribute__/__setattr__."""
+
+    attribute_map = {"hidden": "d_model", "layers": "num_layers"}
+
+    def __init__(self, d_model, num_layers, decoder_layers):
+        self.d_model = d_model
+        self.num_layers = num_layers
+        self.decoder_layers = decoder_layers
+        self.names = ["a", "b"]
+        self.extra = {"scale": 2.0, "shape": (1, 2)}
+
+    def __setattr__(self, key, value):
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        super().__setattr__(key, value)
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+    def to_dict(self):
+        out = copy.deepcopy(self.__dict__)
+        out["kind"] = type(self).__name__
+        return out
+
+    @property
+    def is_big(self):
+        return self.hidden > 4
+
+    def decoder_view(self):
+        cfg = copy.deepcopy(self)
+        for key in cfg.to_dict():
+            if key.startswith("decoder_"):
+                value = getattr(cfg, key)
+                delattr(cfg, key)
+                setattr(cfg, key[len("decoder_") :], value)
+        cfg.layers = cfg.layers + 1  # through the alias
+        return cfg
+
+
+_cfg = _Config(8, 2, 3)
+
+
+def deepcopy_config(x):
+    cfg = _cfg.decoder_view()
+    y = x * cfg.hidden + cfg.layers
+    if hasattr(cfg, "decoder_layers") or not hasattr(cfg, "layers"):
+        y = y * 100
+    if cfg.is_big and cfg.extra["scale"] == 2.0 and cfg.names[1] == "b":
+        y = y.sin()
+    return y + len(cfg.to_dict())
+
+
+def test_deepcopy_of_a_config_object():
+    _capture_whole(deepcopy_config, lambda s: (torch.randn(s),))
+
+
+def test_deepcopy_result_escapes_and_is_fresh():
+    def fn(x):
+        cfg = _cfg.decoder_view()
+        return x + cfg.d_model, cfg
+
+    opt = danlu_dynamo.optimize("eager")(fn)
+    x = torch.randn(3)
+    r1, c1 = opt(x)
+    r2, c2 = opt(x)
+    ref, cref = fn(x)
+    assert torch.equal(r1, ref) and torch.equal(r2, ref)
+    assert c1 is not c2 and c1 is not _cfg and c1.names is not _cfg.names
+    for c in (c1, c2):
+        assert type(c) is _Config and c.__dict__ == cref.__dict__
+    assert not opt._capture_ctx.breaks
+
+
+def test_deepcopy_source_change_is_guarded():
+    cfg = _Config(8, 2, 3)
+
+    def fn(x):
+        c = copy.deepcopy(cfg)
+        return x * c.num_layers + c.extra["scale"]
+
+    opt = danlu_dynamo.optimize("eager")(fn)
+    x = torch.randn(4)
+    assert torch.equal(opt(x), fn(x))
+    cfg.num_layers = 5
+    cfg.extra["scale"] = 3.0
+    assert torch.equal(opt(x), fn(x))
+    cfg.new_attr = 1  # a new key in __dict__
+    assert torch.equal(opt(x), fn(x))
+
+
+def deepcopy_containers(x):
+    shared = [1, 2]
+    d = {"a": shared, "b": shared, "t": (3, [4])}
+    c = copy.deepcopy(d)
+    c["a"].append(5)  # the copy keeps the sharing; the original is untouched
+    return x * len(c["b"]) + len(shared) + c["t"][1][0]
+
+
+def test_deepcopy_of_containers():
+    _capture_whole(deepcopy_containers, lambda s: (torch.randn(s),))
+
+
+def deepcopy_tensor(x):
+    c = copy.deepcopy({"w": x})
+    return c["w"] * 2
+
+
+def test_deepcopy_of_a_tensor_breaks_and_stays_correct():
+    x = torch.randn(3)
+    opt = danlu_dynamo.optimize("eager")(deepcopy_tensor)
+    for _ in range(2):
+        assert torch.equal(opt(x), deepcopy_tensor(x))
+    assert opt._capture_ctx.breaks or opt._capture_ctx.eager_reasons
+
+
+# ------------------------------------------------- AttributeError under a handler (hasattr)
+
+
+class _Lazy:
+    def __init__(self):
+        self.base = 3
+
+    @property
+    def cached(self):
+        try:
+            return self._cache  # missing: the handler gives a default
+        except AttributeError:
+            return -1
+
+
+_lazy = _Lazy()
+
+
+def hasattr_through_handler(x):
+    # hasattr must see the property's handler (True), never the inner AttributeError
+    if hasattr(_lazy, "cached"):
+        return x + 1
+    return x - 1
+
+
+def test_hasattr_never_skips_an_inner_handler():
+    x = torch.randn(4)
+    opt = danlu_dynamo.optimize("eager")(hasattr_through_handler)
+    for _ in range(2):
+        assert torch.equal(opt(x), hasattr_through_handler(x))

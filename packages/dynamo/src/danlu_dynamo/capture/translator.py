@@ -71,6 +71,21 @@ def instructions_of(code):
     return hit
 
 
+_protected_cache: dict = {}
+
+
+def protected_offsets(code) -> frozenset:
+    """Offsets of instructions covered by an exception handler (try, with)."""
+    hit = _protected_cache.get(code)
+    if hit is None:
+        insts, _ = instructions_of(code)
+        protected = set()
+        for e in dis.Bytecode(code).exception_entries:
+            protected.update(i.offset for i in insts if e.start <= i.offset < e.end)
+        hit = _protected_cache[code] = frozenset(protected)
+    return hit
+
+
 class ReturnValue(Exception):
     def __init__(self, value):
         self.value = value
@@ -106,6 +121,7 @@ class Translator(BuildingOpcodes):
         self.stack: list[Var] = list(stack or [])
         self.kw_names = kw_names
         self.insts, self.index = instructions_of(code)
+        self.protected = protected_offsets(code)
         self.ip = self.index[start_offset]
         self.depth = 0 if parent is None else parent.depth + 1
         self.current = None
@@ -165,6 +181,14 @@ class Translator(BuildingOpcodes):
                 handler(inst)
             except ReturnValue as r:
                 return r.value
+            except _AttrMissing as e:
+                if inst.offset in self.protected:
+                    # A handler here could catch the AttributeError; it is not followed, so
+                    # an outer hasattr()/getattr(default) must not decide: break instead.
+                    raise Unsupported(f"AttributeError inside a try block: {e}") from e
+                if e.user_loc is None:
+                    e.user_loc = self.user_loc()
+                raise
             except Unsupported as e:
                 if e.user_loc is None:
                     e.user_loc = self.user_loc()
@@ -218,7 +242,7 @@ class Translator(BuildingOpcodes):
                     self.output.guards.hasattr_guard(obj.source.expr, name, present)
                 if not present:
                     raise _AttrMissing(f"no attribute {name}")
-            elif value is None:
+            elif value is None and not _custom_getattribute(obj.cls):
                 if _class_attr(obj.cls, name) is _MISSING_SENTINEL():
                     raise _AttrMissing(f"no attribute {name}")
             elif isinstance(obj, ModuleVar):
@@ -696,6 +720,10 @@ def binary_op_unary(tx, op, v):
     if v.is_const():
         return ConstVar(op(v.const()))
     raise Unsupported(f"{op.__name__} of {v}")
+
+
+def _custom_getattribute(cls):
+    return _class_attr(cls, "__getattribute__") is not object.__getattribute__
 
 
 def _MISSING_SENTINEL():

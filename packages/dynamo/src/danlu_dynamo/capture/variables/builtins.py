@@ -348,6 +348,15 @@ def _setattr(tx, obj, name, value):
     return ConstVar(None)
 
 
+def _delattr(tx, obj, name):
+    from .objects import ObjectVar
+
+    if not name.is_const() or not isinstance(obj, ObjectVar):
+        raise Unsupported("delattr on this value")
+    obj.delattr(tx, name.const())
+    return ConstVar(None)
+
+
 def _iter_items(tx, x) -> list:
     return x.unpack(tx)
 
@@ -571,6 +580,7 @@ _HANDLERS = {
     getattr: _getattr,
     hasattr: _hasattr,
     setattr: _setattr,
+    delattr: _delattr,
     range: _range,
     enumerate: _enumerate,
     zip: _zip,

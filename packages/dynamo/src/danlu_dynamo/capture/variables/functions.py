@@ -78,6 +78,21 @@ class _LazyDefaults:
         return self.tx.output.wrap(self.values[i], src)
 
 
+def _python_specials():
+    """Library Python functions followed by a symbolic model instead of being inlined."""
+    global _SPECIALS
+    if _SPECIALS is None:
+        import copy
+
+        from .copying import deepcopy_var
+
+        _SPECIALS = {copy.deepcopy: deepcopy_var}
+    return _SPECIALS
+
+
+_SPECIALS = None
+
+
 class UserFunctionVar(Var):
     """A real Python function from user code: calls are inlined."""
 
@@ -101,6 +116,9 @@ class UserFunctionVar(Var):
 
     def call(self, tx, args, kwargs):
         fn = self.fn
+        special = _python_specials().get(fn)
+        if special is not None:
+            return special(tx, *args, **kwargs)
         defaults = _LazyDefaults(tx, fn.__defaults__ or (), self.source, "__defaults__")
         kwdefaults = _LazyDefaults(tx, fn.__kwdefaults__ or {}, self.source, "__kwdefaults__")
         if fn.__closure__ and self.source is None and any(True for _ in fn.__closure__):

@@ -91,10 +91,24 @@ class ObjectVar(Var):
         raise Unsupported(f"truth value of {self.cls.__name__}")
 
     def getattr(self, tx, name):
+        if self.value is None:
+            ga = _class_attr(self.cls, "__getattribute__")
+            if ga is not object.__getattribute__:
+                # An object made in the trace: its own lookup runs inlined (it reaches the
+                # plain lookup through super().__getattribute__).
+                if not isinstance(ga, types.FunctionType):
+                    raise Unsupported(f"C-level __getattribute__ of {self.cls.__name__}")
+                return UserFunctionVar(ga).call(tx, [self, ConstVar(name)], {})
+        return self.generic_getattr(tx, name)
+
+    def generic_getattr(self, tx, name):
+        """``object.__getattribute__``, plus ``__getattr__`` when the lookup fails."""
         if name in self.pending:
             return self.pending[name]
         if name in self.deleted:
             raise Unsupported(f"AttributeError {name!r} (deleted)")
+        if name == "__dict__" and self.value is None:
+            return _instance_dict(self)
         if name == "__class__":
             # Through wrap: special classes (torch.no_grad, autocast, ...) keep their handling.
             return tx.output.wrap(self.cls, self.cls_source())
@@ -173,12 +187,24 @@ class ObjectVar(Var):
             ga = _class_attr(self.cls, "__getattr__")
             if isinstance(ga, types.FunctionType):
                 return UserFunctionVar(ga).call(tx, [self, ConstVar(name)], {})
-        raise Unsupported(f"AttributeError: {self.cls.__name__!r} has no attribute {name!r}")
+        msg = f"AttributeError: {self.cls.__name__!r} has no attribute {name!r}"
+        if self.value is None:  # made in the trace: its attributes are all known
+            from .builtins import _AttrMissing
+
+            raise _AttrMissing(msg)
+        raise Unsupported(msg)
 
     def setattr(self, tx, name, value):
         sa = _class_attr(self.cls, "__setattr__")
         if sa is not object.__setattr__ and not isinstance(self, ModuleVar):
+            if self.value is None and isinstance(sa, types.FunctionType):
+                # made in the trace: run its own __setattr__ (it ends in object.__setattr__)
+                UserFunctionVar(sa).call(tx, [self, ConstVar(name), value], {})
+                return
             raise Unsupported(f"custom __setattr__ on {self.cls.__name__}")
+        self.generic_setattr(tx, name, value)
+
+    def generic_setattr(self, tx, name, value):
         attr = _class_attr(self.cls, name)
         if attr is not _MISSING and hasattr(type(attr), "__set__"):
             raise Unsupported(f"setting descriptor {name!r}")
@@ -187,9 +213,20 @@ class ObjectVar(Var):
         self.deleted.discard(name)
 
     def delattr(self, tx, name):
+        if _class_attr(self.cls, "__delattr__") is not object.__delattr__:
+            raise Unsupported(f"custom __delattr__ on {self.cls.__name__}")
+        self.generic_delattr(tx, name)
+
+    def generic_delattr(self, tx, name):
+        if self.value is None and name not in self.pending:
+            raise Unsupported(f"AttributeError: deleting {name!r}")
+        attr = _class_attr(self.cls, name)
+        if attr is not _MISSING and hasattr(type(attr), "__delete__"):
+            raise Unsupported(f"deleting descriptor {name!r}")
         tx.output.side_effects.mutate(self)
         self.pending.pop(name, None)
-        self.deleted.add(name)
+        if self.value is not None:  # a real object: the attribute is deleted on replay
+            self.deleted.add(name)
 
     def call(self, tx, args, kwargs):
         call = _class_attr(self.cls, "__call__")
@@ -727,6 +764,9 @@ class SuperVar(Var):
                     return UserFunctionVar(attr.fget).call(tx, [self.obj], {})
                 if attr is object.__init__:
                     return _NoOp()
+                plain = _PLAIN_OBJECT_METHODS.get(attr)
+                if plain is not None and isinstance(self.obj, ObjectVar) and self.obj.value is None:
+                    return _PlainAttrVar(self.obj, plain)
                 if (
                     isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType))
                     and getattr(self.obj, "value", None) is not None
@@ -734,6 +774,34 @@ class SuperVar(Var):
                     return RealCMethodVar(self.obj, attr, name)
                 raise Unsupported(f"super().{name} is {type(attr).__name__}")
         raise Unsupported(f"super() has no attribute {name}")
+
+
+_PLAIN_OBJECT_METHODS = {
+    object.__getattribute__: "generic_getattr",
+    object.__setattr__: "generic_setattr",
+    object.__delattr__: "generic_delattr",
+}
+
+
+class _PlainAttrVar(Var):
+    """``super().__getattribute__`` & co. reaching ``object``'s, on an object made in the trace."""
+
+    def __init__(self, obj, method):
+        self.obj = obj
+        self.method = method
+
+    def call(self, tx, args, kwargs):
+        if kwargs or not args or not args[0].is_const() or not isinstance(args[0].const(), str):
+            raise Unsupported(f"object.{self.method} with these arguments")
+        r = getattr(self.obj, self.method)(tx, args[0].const(), *args[1:])
+        return ConstVar(None) if r is None else r
+
+
+def _instance_dict(obj):
+    """``obj.__dict__`` of an object made in the trace: a dict sharing its attribute table."""
+    d = DictVar({})
+    d.items = obj.pending
+    return d
 
 
 class _NoOp(Var):
