@@ -76,6 +76,17 @@ def main():
     a = ap.parse_args()
     device = torch.device(a.device)
     import danlu
+    import danlu_inductor
+
+    reports = []  # every graph danlu's inductor compiles (reports update after capture)
+    original = danlu_inductor.compile_fx
+
+    def recording_compile_fx(gm, example_inputs, options=None):
+        compiled = original(gm, example_inputs, options=options)
+        reports.append(compiled.report)
+        return compiled
+
+    danlu_inductor.compile_fx = recording_compile_fx
 
     torch.manual_seed(0)
     base = TransformerBlock(a.dim, a.heads, ctx=a.seq).to(device)
@@ -102,6 +113,7 @@ def main():
         row["eager_grad_err"] = max(rel_err(g, r) for g, r in zip(grads_e, ref_grads))
         for variant in a.variants.split(","):
             key = variant
+            reports.clear()
             try:
                 model = copy.deepcopy(base)
                 t0 = time.perf_counter()
@@ -130,12 +142,23 @@ def main():
             except Exception:
                 row[f"{key}_error"] = traceback.format_exc()[-2500:]
             if variant.startswith("danlu"):
-                try:
-                    stats = danlu.stats() if hasattr(danlu, "stats") else None
-                    if stats is not None:
-                        row[f"{key}_stats"] = str(stats)[-1500:]
-                except Exception as e:  # stats are informative only
-                    row[f"{key}_stats"] = f"{type(e).__name__}: {e}"
+                row[f"{key}_graphs"] = [
+                    {
+                        k: r.get(k)
+                        for k in (
+                            "backend",
+                            "kernels",
+                            "extern_calls",
+                            "fallback_ops",
+                            "triton_fallbacks",
+                            "fallback_reason",
+                            "cudagraphs",
+                            "compile_s",
+                        )
+                    }
+                    for r in reports
+                ]
+                reports.clear()
         results[dtype] = row
         with open(a.out, "w") as f:
             json.dump(results, f, indent=1, default=str)
@@ -143,7 +166,7 @@ def main():
         json.dump(results, f, indent=1, default=str)
     for dtype in a.dtypes.split(","):
         row = results.get(dtype, {})
-        print(dtype, {k: v for k, v in row.items() if not k.endswith(("_error", "_stats"))})
+        print(dtype, {k: v for k, v in row.items() if not k.endswith(("_error", "_graphs"))})
         for k, v in row.items():
             if k.endswith("_error"):
                 print(k, v[-800:])
