@@ -16,9 +16,11 @@ import copy
 import gc
 import json
 import math
+import os
 import pathlib
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -29,6 +31,8 @@ import torch
 from danlu.testing import same
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+PHASES = ("capture", "autograd", "lowering", "codegen", "backend compile", "other")
 
 
 @dataclass
@@ -82,6 +86,21 @@ def _as_loss(out):
     return sum(t.float().mean() for t in leaves if t.is_floating_point())
 
 
+def _fp64(model, inputs, train):
+    """The same model and inputs in float64, for the PT2 accuracy rule (None if it fails)."""
+    try:
+        m64 = copy.deepcopy(model).double()
+        in64 = tuple(
+            t.detach().double().requires_grad_(t.requires_grad)
+            if isinstance(t, torch.Tensor) and t.is_floating_point()
+            else t
+            for t in inputs
+        )
+        return step_fn(m64, in64, train)
+    except Exception:  # a model that cannot run in float64: fall back to allclose
+        return None
+
+
 def make_compilers(names: list[str], mode: str | None):
     compilers = {}
     for name in names:
@@ -92,7 +111,11 @@ def make_compilers(names: list[str], mode: str | None):
         elif name == "danlu":
             import danlu
 
-            compilers[name] = lambda m: danlu.compile(m, mode=mode)
+            def danlu_compile(m):
+                danlu.reset()  # so CompileStats holds this case only
+                return danlu.compile(m, mode=mode)
+
+            compilers[name] = danlu_compile
         else:
             raise ValueError(name)
     return compilers
@@ -112,6 +135,7 @@ def run_case(case: Case, compilers: dict, *, device, warmup: int, iters: int) ->
             for t in inputs
         )
     ref = step_fn(base, inputs, case.train)
+    ref64 = _fp64(base, inputs, case.train)
     variants, results = {}, {}
     for name, compile_ in compilers.items():
         r = Result(case.name, name, mode)
@@ -126,7 +150,11 @@ def run_case(case: Case, compilers: dict, *, device, warmup: int, iters: int) ->
             out = step_fn(fn, inputs, case.train)
             sync(device)
             r.compile_s = time.perf_counter() - start
-            r.accuracy = "pass" if same(ref, out) else "fail"
+            r.accuracy = "pass" if same(ref, out, ref64) else "fail"
+            if ref64 is None:
+                r.extra["accuracy_rule"] = "allclose (no float64 reference)"
+            if name == "danlu":
+                r.extra.update(_danlu_report())
             variants[name] = fn
         except Exception as e:  # a failing compiler is a result, not a crash of the suite
             r.error = f"{type(e).__name__}: {e}"[:300]
@@ -158,6 +186,29 @@ def run_case(case: Case, compilers: dict, *, device, warmup: int, iters: int) ->
     return list(results.values())
 
 
+def _danlu_report() -> dict:
+    """What danlu compiled for this case: graphs, breaks, kernels, seconds per phase."""
+    import danlu
+
+    stats = danlu.CompileStats.current()
+    return {
+        "graphs": len(stats.graphs),
+        "graph_breaks": stats.graph_breaks,
+        "kernels": sum(k.kernels for k in stats.kernel_graphs),
+        "aten_fallbacks": sum(sum(k.fallback_ops.values()) for k in stats.kernel_graphs),
+        "phases_s": {k: round(v, 3) for k, v in stats.phases.items()},
+    }
+
+
+def _commit() -> str | None:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def geomean(values):
     values = [v for v in values if v]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
@@ -165,10 +216,10 @@ def geomean(values):
 
 def summarize(results: list[Result], compilers: list[str]) -> str:
     lines = [
-        "| case | mode | "
+        "| case | mode | eager ms | "
         + " | ".join(f"{c} speedup | {c} compile s | {c} acc" for c in compilers if c != "eager")
         + " |",
-        "|---|---|" + "---|---|---|" * (len(compilers) - 1),
+        "|---|---|---|" + "---|---|---|" * (len(compilers) - 1),
     ]
     by_case: dict[tuple, dict] = {}
     for r in results:
@@ -185,7 +236,27 @@ def summarize(results: list[Result], compilers: list[str]) -> str:
             if r and r.error:
                 acc = f"error: {r.error[:60]}"
             cells.append(f"{sp} | {cs} | {acc}")
-        lines.append(f"| {case} | {mode} | " + " | ".join(cells) + " |")
+        eager = rs.get("eager")
+        eager_ms = f"{eager.median_s * 1e3:.1f}" if eager and eager.median_s else "—"
+        lines.append(f"| {case} | {mode} | {eager_ms} | " + " | ".join(cells) + " |")
+    phased = [r for r in results if r.compiler == "danlu" and r.extra.get("phases_s")]
+    if phased:
+        names = [p for p in PHASES if any(p in r.extra["phases_s"] for r in phased)]
+        lines += [
+            "",
+            "danlu compile, seconds per phase (graphs / graph breaks / generated kernels):",
+            "",
+            "| case | mode | graphs | breaks | kernels | " + " | ".join(names) + " |",
+            "|---|---|---|---|---|" + "---|" * len(names),
+        ]
+        for r in phased:
+            ph = r.extra["phases_s"]
+            cells = " | ".join(f"{ph[p]:.2f}" if p in ph else "—" for p in names)
+            lines.append(
+                f"| {r.case} | {r.mode} | {r.extra['graphs']} | {r.extra['graph_breaks']} "
+                f"| {r.extra['kernels']} | {cells} |"
+            )
+        lines.append("")
     for c in compilers:
         if c == "eager":
             continue
@@ -247,6 +318,8 @@ def main(argv=None):
     compilers = make_compilers(names, args.mode)
     device = torch.device(args.device)
     results = []
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    t_start, load_start = time.perf_counter(), list(os.getloadavg())
     for case in cases:
         rs = run_case(case, compilers, device=device, warmup=args.warmup, iters=args.iters)
         for r in rs:
@@ -263,6 +336,12 @@ def main(argv=None):
         "device": args.device,
         "threads": torch.get_num_threads(),
         "argv": sys.argv,
+        "commit": _commit(),
+        "started_utc": started,
+        "finished_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "wall_s": round(time.perf_counter() - t_start, 1),
+        "loadavg_start": load_start,
+        "loadavg_end": list(os.getloadavg()),
     }
     (out / "results.json").write_text(
         json.dumps({"meta": meta, "results": [asdict(r) for r in results]}, indent=1)

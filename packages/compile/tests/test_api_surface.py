@@ -114,3 +114,67 @@ def test_unknown_inductor_option_names_the_valid_ones():
 def test_mode_and_options_are_rejected_for_a_callable_backend():
     with pytest.raises(ValueError, match="named backends only"):
         danlu.compile(lambda x: x, backend=lambda gm, ex: gm.forward, mode="max-autotune")
+
+
+def test_recompile_limit_runs_further_shapes_eagerly():
+    danlu.reset()
+    with danlu.config.patch(recompile_limit=2):
+        f = danlu.compile(lambda x: x.sin() * 2, backend="eager")
+        for n in (2, 3, 4, 5):
+            x = torch.randn(n)
+            torch.testing.assert_close(f(x), x.sin() * 2)
+        assert len(danlu.CompileStats.current().graphs) == 2
+    with pytest.raises(ValueError, match="positive int"):
+        danlu.config.recompile_limit = 0
+
+
+def test_a_failing_backend_runs_that_graph_eagerly_and_says_why(caplog):
+    def broken_backend(gm, example_inputs):
+        raise RuntimeError("cannot compile this")
+
+    danlu.reset()
+    f = danlu.compile(lambda x: x.cos() + 1, backend=broken_backend)
+    x = torch.randn(3)
+    with caplog.at_level(logging.WARNING, logger="danlu"):
+        torch.testing.assert_close(f(x), x.cos() + 1)
+        torch.testing.assert_close(f(x), x.cos() + 1)
+    assert caplog.text.count("cannot compile this") == 1  # compiled (and failed) once
+    assert "running it eagerly" in caplog.text
+    (graph,) = danlu.CompileStats.current().graphs
+    assert graph.error == "RuntimeError: cannot compile this"
+    assert "ran eagerly: backend failed" in danlu.CompileStats.current().summary()
+
+
+def test_every_log_topic_reports_something():
+    class Collect(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def emit(self, record):
+            self.names.append(record.name)
+
+    collect = Collect()
+    danlu.reset()
+    try:
+        danlu.config.logs = "all"
+        loggers = {name for names in logs.TOPICS.values() for name in names}
+        for name in loggers:
+            logging.getLogger(name).addHandler(collect)
+
+        def f(x):
+            y = x.sort(-1).values * 2  # sort runs in ATen: a fallback
+            if y.sum() > 0:  # a graph break
+                y = y + 1
+            return y
+
+        compiled = danlu.compile(f)
+        for shape in ((3, 4), (3, 4), (5, 4)):  # the new shape recompiles
+            x = torch.randn(shape, requires_grad=True)
+            compiled(x).sum().backward()
+    finally:
+        for name in loggers:
+            logging.getLogger(name).removeHandler(collect)
+        danlu.config.logs = ""
+    for topic, names in logs.TOPICS.items():
+        assert any(n in names for n in collect.names), (topic, sorted(set(collect.names)))

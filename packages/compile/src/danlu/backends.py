@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 import os
 import time
 from collections.abc import Callable
 from importlib.metadata import entry_points
 
+from .debug import graph_table
 from .inductor_options import check_mode
+from .logs import fallbacks_log, graph_log, output_code_log
 from .stats import CompileStats, active_graph
 
 Backend = Callable[..., Callable]
@@ -79,7 +82,7 @@ def _eager(mode=None, options=None):
 def _aot_eager(mode=None, options=None):
     from danlu_aotautograd import run_graph
 
-    return aot_pipeline(lambda gm, inputs, record=None: run_graph(gm, inputs), decompositions=None)
+    return aot_pipeline(lambda gm, inputs, **_: run_graph(gm, inputs), decompositions=None)
 
 
 @register_backend("inductor")
@@ -117,7 +120,10 @@ def aot_pipeline(graph_compiler, decompositions):
             def compiler(aten_gm, aten_inputs):
                 start = time.perf_counter()
                 stem = dump.aten_graph(kind, aten_gm) if dump is not None else None
-                compiled = graph_compiler(aten_gm, aten_inputs, record=record)
+                label = f"{kind} graph" + (f" of graph {record.index}" if record else "")
+                if graph_log.isEnabledFor(logging.INFO):
+                    graph_log.info("%s (ATen):\n%s", label, graph_table(aten_gm))
+                compiled = graph_compiler(aten_gm, aten_inputs, record=record, label=label)
                 if dump is not None:
                     dump.inductor(stem, compiled)
                 inner[0] += time.perf_counter() - start
@@ -146,7 +152,7 @@ def inductor_compiler(settings: dict):
     compile times and kernel counts."""
     import danlu_inductor
 
-    def compile_graph(gm, example_inputs, record=None):
+    def compile_graph(gm, example_inputs, record=None, label="graph"):
         stats = CompileStats.current()
         with _inductor_dump_off():
             if settings:
@@ -163,6 +169,7 @@ def inductor_compiler(settings: dict):
                 stats.add_phase(phase, report[key], record)
         # what the report does not time (building the callable, or all of it if it reports
         # nothing) stays unattributed and is counted as "other" by the recording backend
+        _log_output(label, compiled, report)
         kernels = stats.record_kernels(compiled)
         if record is not None:
             record.kernels = (record.kernels or 0) + kernels.kernels
@@ -171,6 +178,21 @@ def inductor_compiler(settings: dict):
         return compiled
 
     return compile_graph
+
+
+def _log_output(label, compiled, report) -> None:
+    """`output_code`: the generated kernels and wrapper; `fallbacks`: what runs in ATen."""
+    if report.get("fallback_reason"):
+        fallbacks_log.info("%s runs eagerly: %s", label, report["fallback_reason"])
+    elif report.get("fallback_ops"):
+        fallbacks_log.info("%s calls ATen for: %s", label, dict(report["fallback_ops"]))
+    if output_code_log.isEnabledFor(logging.INFO):
+        kernels = getattr(compiled, "kernel_source", None)
+        wrapper = getattr(compiled, "wrapper_source", None)
+        if kernels or wrapper:
+            output_code_log.info(
+                "%s: %d kernels\n%s\n%s", label, report.get("kernels", 0), kernels, wrapper
+            )
 
 
 @contextlib.contextmanager

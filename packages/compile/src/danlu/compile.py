@@ -101,6 +101,10 @@ def compile(
 
     import danlu_dynamo
 
+    from .config import _applied_limit, apply_recompile_limit, config
+
+    if _applied_limit[0] != config.recompile_limit:
+        apply_recompile_limit(config.recompile_limit)
     optimize = danlu_dynamo.optimize(compiler, fullgraph=fullgraph, dynamic=dynamic)
     capture = getattr(optimize, "ctx", None)
     if capture is not None:

@@ -15,8 +15,6 @@ class Config:
     # capture
     recompile_limit: int = 8
     """Compiled versions kept per function before it runs eagerly (one log line says why)."""
-    suppress_errors: bool = False
-    """If a backend fails to compile a graph, run that graph eagerly and log, instead of raising."""
     # debugging
     debug_dir: str | None = field(default_factory=lambda: os.environ.get("DANLU_DEBUG_DIR"))
     """Directory that receives every artefact of each compile (graphs, guards, loop IR, kernels)."""
@@ -28,11 +26,15 @@ class Config:
             raise AttributeError(
                 f"danlu.config has no option {name!r}; valid options: {', '.join(self.names())}"
             )
+        if name == "recompile_limit" and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"recompile_limit must be a positive int, got {value!r}")
         object.__setattr__(self, name, value)
         if name == "logs":
             from .logs import configure
 
             configure(value)
+        elif name == "recompile_limit" and _applied_limit[0] is not None:
+            apply_recompile_limit(value)
 
     @classmethod
     def names(cls) -> list[str]:
@@ -49,6 +51,20 @@ class Config:
         finally:
             for name, value in old.items():
                 setattr(self, name, value)
+
+
+_applied_limit: list = [None]
+
+
+def apply_recompile_limit(limit: int) -> None:
+    """Hand `recompile_limit` to danlu-dynamo: the frame hook's per-code cache limit and the
+    segment path's per-offset limit (danlu-dynamo has no config entry for it yet)."""
+    from danlu_dynamo import convert_frame, eval_frame
+
+    eval_frame.set_cache_limit(limit)
+    if hasattr(convert_frame, "RECOMPILE_LIMIT"):
+        convert_frame.RECOMPILE_LIMIT = limit
+    _applied_limit[0] = limit
 
 
 config = Config()

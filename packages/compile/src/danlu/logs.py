@@ -1,7 +1,9 @@
 """`DANLU_LOGS=graph_breaks,recompiles,guards,output_code,perf`: turn on topic loggers.
 
 Each topic maps to the loggers of the packages that report it; enabling a topic sets those
-loggers to INFO and attaches one stderr handler to the `danlu` root of each.
+loggers to DEBUG and attaches one stderr handler to each. danlu itself reports what the graph
+compilers received and made (`danlu.graph`, `danlu.output_code`, `danlu.fallbacks`) and the
+compile times (`danlu.perf`).
 """
 
 from __future__ import annotations
@@ -10,13 +12,15 @@ import logging
 
 TOPICS: dict[str, tuple[str, ...]] = {
     "graph_breaks": ("danlu_dynamo.graph_breaks",),
-    "recompiles": ("danlu_dynamo.recompiles", "danlu_dynamo"),
+    "recompiles": ("danlu_dynamo.recompiles",),
     "guards": ("danlu_dynamo.guards",),
-    "graph": ("danlu_dynamo.graph", "danlu_aotautograd.graphs"),
-    "output_code": ("danlu_inductor.output_code",),
+    "graph": ("danlu_dynamo.graph", "danlu.graph"),
+    "output_code": ("danlu.output_code",),
     "perf": ("danlu.perf",),
-    "fallbacks": ("danlu_inductor.fallbacks",),
+    "fallbacks": ("danlu.fallbacks",),
 }
+"""Topic -> the loggers that report it. Each logger serves one topic only, so enabling a topic
+sets its loggers to DEBUG (danlu-dynamo writes guards at DEBUG)."""
 
 _handler: logging.Handler | None = None
 _enabled: set[str] = set()
@@ -50,7 +54,7 @@ def configure(spec: str) -> list[str]:
     for topic in topics:
         for name in TOPICS[topic]:
             logger = logging.getLogger(name)
-            logger.setLevel(logging.INFO)
+            logger.setLevel(logging.DEBUG)
             if _handler not in logger.handlers:
                 logger.addHandler(_handler)
             logger.propagate = False
@@ -60,3 +64,6 @@ def configure(spec: str) -> list[str]:
 
 
 perf_log = logging.getLogger("danlu.perf")
+graph_log = logging.getLogger("danlu.graph")
+output_code_log = logging.getLogger("danlu.output_code")
+fallbacks_log = logging.getLogger("danlu.fallbacks")

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from . import debug
 from .logs import perf_log
 
+log = logging.getLogger("danlu")
+
 PHASES = ("capture", "autograd", "lowering", "codegen", "backend compile", "other")
 
 
@@ -40,6 +42,7 @@ class GraphRecord:
     where: str | None = None  # the function (file:line) and bytecode offset it was captured at
     ends_with: str | None = None  # the graph break that ended it, if any
     debug_folder: str | None = None
+    error: str | None = None  # the backend's error, when the graph runs eagerly instead
     _gm: object = field(default=None, repr=False)
 
 
@@ -172,6 +175,18 @@ class CompileStats:
             start = time.perf_counter()
             try:
                 compiled = backend(gm, example_inputs)
+            except Exception as e:
+                # Never a crash deep inside: this graph runs eagerly, and the log says why.
+                log.warning(
+                    "backend %s failed on graph %d (%d ops): %s: %s; running it eagerly",
+                    record.backend,
+                    record.index,
+                    ops,
+                    type(e).__name__,
+                    e,
+                )
+                record.error = f"{type(e).__name__}: {e}"
+                compiled = gm.forward
             finally:
                 _active.reset(token)
             record.backend_s = time.perf_counter() - start
@@ -260,6 +275,8 @@ def _graph_line(g: GraphRecord) -> str:
         extra += f", {g.fallbacks} ATen fallbacks"
     phases = ", ".join(f"{k} {v:.3f}" for k, v in _ordered(g.phases).items())
     where = f" from {g.where}" if g.where else ""
+    if g.error:
+        extra += f", ran eagerly: backend failed ({g.error[:120]})"
     return (
         f"graph {g.index}{where}: {g.ops} ops, {g.inputs} inputs, "
         f"backend {g.backend_s:.2f} s{extra}" + (f" ({phases})" if phases else "")
@@ -278,6 +295,7 @@ def _index_fields(record: GraphRecord) -> dict:
         "backend_s": round(record.backend_s, 4),
         "kernels": record.kernels,
         "fallbacks": record.fallbacks,
+        "error": record.error,
     }
 
 
