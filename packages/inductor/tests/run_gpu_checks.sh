@@ -13,7 +13,7 @@ cd "$ROOT" || exit 1
 {
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
   for p in primtorch aotautograd inductor dynamo compile; do
-    pip install -q --no-deps --no-build-isolation -e packages/$p || echo "INSTALL FAILED: $p"
+    python3 -m pip install -q --no-deps --no-build-isolation -e packages/$p || echo "INSTALL FAILED: $p"
   done
 } > "$OUT/install.log" 2>&1
 cat "$OUT/install.log" | grep -v "^$" | tail -4
