@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import pathlib
 import statistics
 import sys
@@ -110,6 +111,7 @@ def main():
     warnings.filterwarnings("ignore")
     torch.set_num_threads(torch.get_num_threads())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
     rows = []
     table = cases()
     for name in args.cases.split(","):
@@ -120,7 +122,8 @@ def main():
         print(
             f"{name:16s} eager {med['eager'] * 1e3:8.2f} ms | torch.compile "
             f"{med['torch.compile'] * 1e3:8.2f} ms ({sp_tc:5.2f}x, compile {comp['torch.compile']:6.1f} s)"
-            f" | danlu {med['danlu'] * 1e3:8.2f} ms ({sp_dl:5.2f}x, compile {comp['danlu']:6.1f} s)",
+            f" | danlu {med['danlu'] * 1e3:8.2f} ms ({sp_dl:5.2f}x, compile {comp['danlu']:6.1f} s)"
+            f" | load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
     g_tc = math.exp(sum(math.log(r[3]) for r in rows) / len(rows))

@@ -68,7 +68,7 @@ class FusionGroup:
         R unless one reads a reduction finished in that same loop; "x" members run between."""
         phases: list[tuple[str, list]] = []
         written_by_reduction_in_phase: set[str] = set()
-        for n in self.nodes:
+        for n in self._phase_order():
             kind = "x" if self.placements[n.name] == "x" else "r"
             reads = n.read_names
             if (
@@ -84,6 +84,24 @@ class FusionGroup:
                 written_by_reduction_in_phase.add(n.name)
         self.phases = phases
         return phases
+
+    def _phase_order(self):
+        """Members in a dependency order that puts each one in the earliest loop it can join:
+        depth = reductions finished before it can run (on its longest in-group input path);
+        sorted by (depth, "x" before "xr"/"reduction", original order). So independent
+        reductions of one row share a loop (layer norm's mean and variance inputs, read once)."""
+        by_name = {n.name: n for n in self.nodes}
+        depth: dict[str, int] = {}
+        for n in self.nodes:  # self.nodes is a topological order
+            d = 0
+            for r in n.read_names & self.names:
+                if r in depth:
+                    d = max(d, depth[r] + (1 if by_name[r].is_reduction else 0))
+            depth[n.name] = d
+        return sorted(
+            self.nodes,
+            key=lambda n: (depth[n.name], self.placements[n.name] != "x", n.order),
+        )
 
     def describe(self) -> str:
         kind = "reduction" if self.has_reduction else "pointwise"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-from danlu_inductor.codegen.cpp.compiler import compile_library
+from danlu_inductor.codegen.cpp.compiler import compile_kernels
 from danlu_inductor.codegen.cpp.kernel import CppKernel
 from danlu_inductor.codegen.cpp.prelude import PRELUDE
 
@@ -29,8 +29,7 @@ class CppBackend:
     def build(self, kernel_names, kernel_sources, nargs):
         if not kernel_names:
             return {}, None, ""
-        source = PRELUDE + "\n" + "\n".join(kernel_sources)
-        lib, path = compile_library(source, kernel_names)
+        lib, path, source = compile_kernels(PRELUDE, list(kernel_sources), kernel_names)
         fns = {}
         for n in kernel_names:
             fn = getattr(lib, n)

@@ -3,6 +3,10 @@
 Key: sha256 of (source, flags, compiler version). Entries are written to a temporary name and
 renamed into place (atomic on POSIX), so concurrent writers never expose a half-written
 library; an entry that fails to load or lacks its symbols is deleted and rebuilt.
+
+Many kernels compile in parallel: the kernels are split into one translation unit per worker
+(each starting with the prelude), `g++ -c` runs on each in a thread pool (the threads only
+wait on the compiler processes) and one link step makes the library.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 log = logging.getLogger("danlu_inductor")
 
@@ -87,8 +92,59 @@ def cache_key(source: str, flags: list[str]) -> str:
     return h.hexdigest()
 
 
-def compile_library(source: str, symbols: list[str]) -> tuple[ctypes.CDLL, pathlib.Path]:
-    """The loaded library for ``source`` (compiled now or found in the cache)."""
+MIN_KERNELS_PER_UNIT = 4  # below this a second g++ start-up costs more than it saves
+
+
+def compile_workers() -> int:
+    env = os.environ.get("DANLU_COMPILE_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def split_units(kernel_sources: list[str], workers: int) -> list[list[str]]:
+    """Kernels dealt into at most ``workers`` groups of similar total source length (a
+    proxy for compile time), keeping their order inside each group."""
+    n = min(workers, len(kernel_sources) // MIN_KERNELS_PER_UNIT)
+    if n <= 1:
+        return [list(kernel_sources)]
+    load = [0] * n
+    owner = [0] * len(kernel_sources)
+    for i in sorted(range(len(kernel_sources)), key=lambda i: -len(kernel_sources[i])):
+        u = min(range(n), key=load.__getitem__)
+        owner[i] = u
+        load[u] += len(kernel_sources[i])
+    units = [[] for _ in range(n)]
+    for i, src in enumerate(kernel_sources):
+        units[owner[i]].append(src)
+    return [u for u in units if u]
+
+
+def compile_kernels(
+    prelude: str, kernel_sources: list[str], symbols: list[str]
+) -> tuple[ctypes.CDLL, pathlib.Path, str]:
+    """One library holding every kernel; on a cache miss the kernels compile in parallel.
+    Returns the library, its path and the whole source (the cache key's text)."""
+    source = prelude + "\n" + "\n".join(kernel_sources)
+    units = split_units(kernel_sources, compile_workers())
+    if len(units) == 1:
+        lib, path = compile_library(source, symbols)
+    else:
+        lib, path = compile_library(
+            source, symbols, units=[prelude + "\n" + "\n".join(u) for u in units]
+        )
+    return lib, path, source
+
+
+def compile_library(
+    source: str, symbols: list[str], units: list[str] | None = None
+) -> tuple[ctypes.CDLL, pathlib.Path]:
+    """The loaded library for ``source`` (compiled now or found in the cache). ``units``, if
+    given, are translation units that together define what ``source`` defines; they are
+    compiled in parallel and linked instead of compiling ``source`` in one run."""
     flags = BASE_FLAGS + opt_flags()
     key = cache_key(source, flags)
     folder = cache_dir() / key[:2]
@@ -107,16 +163,25 @@ def compile_library(source: str, symbols: list[str]) -> tuple[ctypes.CDLL, pathl
     CompileStats.misses += 1
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
-        cpp = pathlib.Path(tmp) / "kernels.cpp"
-        cpp.write_text(source)
         out = pathlib.Path(tmp) / "kernels.so"
-        cmd = [CXX, *flags, str(cpp), "-o", str(out)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(
-                "danlu_inductor: C++ compilation failed\n"
-                f"command: {' '.join(cmd)}\n{proc.stderr[-4000:]}"
-            )
+        if units is None:
+            cpp = pathlib.Path(tmp) / "kernels.cpp"
+            cpp.write_text(source)
+            _run([CXX, *flags, str(cpp), "-o", str(out)])
+        else:
+            objects = []
+            cmds = []
+            for i, unit in enumerate(units):
+                cpp = pathlib.Path(tmp) / f"unit{i}.cpp"
+                cpp.write_text(unit)
+                obj = pathlib.Path(tmp) / f"unit{i}.o"
+                objects.append(str(obj))
+                compile_flags = [f for f in flags if f != "-shared"]
+                cmds.append([CXX, *compile_flags, "-c", str(cpp), "-o", str(obj)])
+            with ThreadPoolExecutor(max_workers=len(cmds)) as pool:
+                for _ in pool.map(_run, cmds):
+                    pass
+            _run([CXX, *flags, *objects, "-o", str(out)])
         keep_src = folder / f"{key}.cpp"
         if not keep_src.exists():
             tmp_src = pathlib.Path(tmp) / "src.cpp"
@@ -128,6 +193,15 @@ def compile_library(source: str, symbols: list[str]) -> tuple[ctypes.CDLL, pathl
     if lib is None:
         raise RuntimeError(f"danlu_inductor: built {so_path} but could not load it")
     return lib, so_path
+
+
+def _run(cmd):
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(
+            "danlu_inductor: C++ compilation failed\n"
+            f"command: {' '.join(cmd)}\n{proc.stderr[-4000:]}"
+        )
 
 
 def _try_load(path, symbols):

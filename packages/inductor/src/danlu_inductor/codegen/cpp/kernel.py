@@ -291,7 +291,8 @@ class CppKernel:
                     self.line(f"{acc} = ({value} {cmp} {acc}) ? {value} : {acc};")
                     if value.dtype.is_floating_point:
                         nan_flags[acc] = f"{acc}_nan"
-                        self.line(f"{acc}_nan = {acc}_nan || ({value} != {value});")
+                        # an int flag with `|`: a bool `||` reduction does not vectorize well
+                        self.line(f"{acc}_nan |= static_cast<int>({value} != {value});")
                 else:
                     self.line(_acc_update(base, acc, value, ridx, n.rranges))
                     if base not in ("sum", "prod"):
@@ -303,7 +304,7 @@ class CppKernel:
             for acc, _, ctype, init, _ in accs.values():
                 self.line(f"{ctype} {acc} = {init};")
                 if acc in nan_flags:
-                    self.line(f"bool {nan_flags[acc]} = false;")
+                    self.line(f"int {nan_flags[acc]} = 0;")
             simd = None
             if simd_ok:
                 clauses = ""
@@ -312,7 +313,7 @@ class CppKernel:
                     if names:
                         clauses += f" reduction({op}:{','.join(names)})"
                 if nan_flags:
-                    clauses += f" reduction(||:{','.join(nan_flags.values())})"
+                    clauses += f" reduction(|:{','.join(nan_flags.values())})"
                 simd = "#pragma omp simd" + clauses
             self.scope.lines += _loop_nest(
                 rvars,
