@@ -21,8 +21,10 @@ from danlu_inductor.lowering.registry import (
 
 
 def _cpu(device):
-    if device is not None and torch.device(device).type != "cpu":
-        raise NotLowered("non-CPU device")
+    # compile_fx lowers single-device graphs only (CPU: C++, CUDA: Triton), so a created
+    # tensor lives where the graph's buffers are allocated
+    if device is not None and torch.device(device).type not in ("cpu", "cuda"):
+        raise NotLowered(f"device {device}")
 
 
 def _fill(size, value, dtype):
