@@ -116,10 +116,17 @@ class CompileStats:
         """Time capture spent tracing: its per-segment times include the backend call, so the
         backend time of the graphs it produced is subtracted. None when capture reports none."""
         segments = [s for ctx in self.captures for s in getattr(ctx, "records", ())]
-        times = [getattr(s, "capture_time", None) for s in segments]
-        if not times or any(t is None for t in times):
+        if not segments or any(getattr(s, "capture_time", None) is None for s in segments):
             return None
-        return max(0.0, sum(times) - sum(g.backend_s for g in self.graphs))
+        backend_s = {}  # id of a live captured graph -> the backend time spent on it
+        for g in self.graphs:
+            gm = g._gm() if g._gm is not None else None
+            if gm is not None:
+                backend_s[id(gm)] = g.backend_s
+        return sum(
+            max(0.0, s.capture_time - backend_s.get(id(getattr(s, "gm", None)), 0.0))
+            for s in segments
+        )
 
     @property
     def graph_breaks(self) -> int:
