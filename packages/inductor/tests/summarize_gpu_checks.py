@@ -38,10 +38,13 @@ def main(out):
     for dtype in ("fp32", "bf16"):
         row = g.get(dtype)
         if row:
-            print(dtype, {k: v for k, v in row.items() if not k.endswith(("_error", "_graphs"))})
+            skip = ("_error", "_graphs", "_profile")
+            print(dtype, {k: v for k, v in row.items() if not k.endswith(skip)})
             for k, v in row.items():
                 if k.endswith("_error"):
                     print(" ", k, v.replace("\n", " | ")[-600:])
+                if k.endswith("_profile"):
+                    print(v)
                 if k.endswith("_graphs"):
                     print(" ", k, [(r["backend"], r["kernels"], r.get("cudagraphs")) for r in v])
 

@@ -63,6 +63,22 @@ def time_steps(fn, device, n=20):
     return round(statistics.median(times), 4)
 
 
+def profile_step(model, x, dtype):
+    """The GPU kernels of three steps, by total time (a table, as text)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        step(model, x, dtype)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            step(model, x, dtype)
+        torch.cuda.synchronize()
+    return prof.key_averages().table(
+        sort_by="cuda_time_total", row_limit=18, max_name_column_width=60
+    )
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -73,6 +89,7 @@ def main():
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--dtypes", default="fp32,bf16")
     ap.add_argument("--variants", default="danlu,danlu-reduce-overhead,torch.compile")
+    ap.add_argument("--profile", default="", help="dtype whose danlu step is profiled")
     a = ap.parse_args()
     device = torch.device(a.device)
     import danlu
@@ -159,6 +176,8 @@ def main():
                     for r in reports
                 ]
                 reports.clear()
+        if dtype == a.profile and device.type == "cuda":
+            row["danlu_profile"] = profile_step(danlu.compile(copy.deepcopy(base)), x, dtype)
         results[dtype] = row
         with open(a.out, "w") as f:
             json.dump(results, f, indent=1, default=str)
@@ -166,10 +185,13 @@ def main():
         json.dump(results, f, indent=1, default=str)
     for dtype in a.dtypes.split(","):
         row = results.get(dtype, {})
-        print(dtype, {k: v for k, v in row.items() if not k.endswith(("_error", "_graphs"))})
+        skip = ("_error", "_graphs", "_profile")
+        print(dtype, {k: v for k, v in row.items() if not k.endswith(skip)})
         for k, v in row.items():
             if k.endswith("_error"):
                 print(k, v[-800:])
+            if k.endswith("_profile"):
+                print(v)
 
 
 if __name__ == "__main__":

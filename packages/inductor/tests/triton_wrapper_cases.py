@@ -252,7 +252,7 @@ def run_dump(tmp):
     spec = importlib.util.spec_from_file_location("dumped_wrapper", os.path.join(d, "wrapper.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    call = mod.make_call(c.launchers, {}, DEVICE)
+    call = mod.make_call(c.launchers, c.consts, DEVICE)
     got = call([x])[0]
     torch.testing.assert_close(got, fn(x))
     return {"files": files}

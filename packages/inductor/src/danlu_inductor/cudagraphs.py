@@ -4,7 +4,8 @@ Call 1 runs the compiled graph normally (warm-up: Triton compiles and autotunes,
 makes its handles). Call 2 captures it and replays. Later calls copy the inputs into the
 captured static buffers and replay. An input that sat at the same address on the two calls
 before a capture (parameters, buffers) is read in place, not copied; if its address changes
-later, the graph is captured again (at most ``MAX_RECAPTURES`` times, then replays stop).
+later, it is copied from then on and the graph is captured again (at most
+``MAX_RECAPTURES`` times, then replays stop).
 Graphs are captured into one memory pool per device. Outputs are cloned out of the pool
 after each replay, so a result stays valid after the next call (the cost: one copy of each
 output). The gather bounds flag is read once after the replay (one sync when the graph has
@@ -136,6 +137,7 @@ class CudaGraphRunner:
         self.prev_ptrs = None
         self.captures = 0
         self.replays = 0
+        self.copied_always: set[int] = set()
         self.disabled = None
 
     def __getattr__(self, name):  # loop_ir(), wrapper_source, artifacts, ...
@@ -151,12 +153,11 @@ class CudaGraphRunner:
             return self.compiled(*args)
         ptrs = [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
         if self.graph is not None and not self._static_ok(args):
-            # an input read in place moved: one plain call to see which inputs are stable now
+            # an input read in place moved: from now on it is copied; capture again
+            self.copied_always |= self._moved(args)
             self.graph = None
-            self.prev_ptrs = ptrs
             if self.captures > MAX_RECAPTURES:
                 return self._disable("inputs read in place keep changing address", args)
-            return self.compiled(*args)
         if self.graph is None:
             if self.prev_ptrs is None:  # warm-up
                 self.prev_ptrs = ptrs
@@ -174,20 +175,27 @@ class CudaGraphRunner:
         log.warning("danlu_inductor: CUDA graph replays stopped: %s", why)
         return self.compiled(*args)
 
-    def _static_ok(self, args):
+    def _moved(self, args):
+        out = set()
         for i in self.static_idx:
-            a = args[i]
-            s = self.static_inputs[i]
+            a, s = args[i], self.static_inputs[i]
             if a.data_ptr() != s.data_ptr() or a.stride() != s.stride() or a.shape != s.shape:
-                return False
-        return True
+                out.add(i)
+        return out
+
+    def _static_ok(self, args):
+        return not self._moved(args)
 
     def _capture(self, args, ptrs):
         self.graph = None
         self.static_idx = set()
         self.static_inputs = []
+        guard = self.compiled._call
+        if getattr(guard, "eager", False):
+            self._disable("the graph fell back to eager", ())
+            return
         for i, a in enumerate(args):
-            if ptrs[i] == self.prev_ptrs[i]:
+            if ptrs[i] == self.prev_ptrs[i] and i not in self.copied_always:
                 self.static_idx.add(i)
                 self.static_inputs.append(a)
             else:
@@ -196,7 +204,8 @@ class CudaGraphRunner:
                 self.static_inputs.append(buf)
         device = args[0].device if args else torch.device("cuda")
         try:
-            g, outs = self._record(self.compiled._call, list(self.static_inputs), device)
+            raw = getattr(guard, "call", guard)  # no bounds-flag read inside the capture
+            g, outs = self._record(raw, list(self.static_inputs), device)
         except Exception as e:  # a sync or allocation the capture refuses
             self.static_inputs = []
             self._disable(f"capture failed: {type(e).__name__}: {str(e)[:200]}", ())

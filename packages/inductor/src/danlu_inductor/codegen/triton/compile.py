@@ -75,7 +75,10 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
         t1 = time.perf_counter()
         scheduler = Scheduler(graph)
         backend = _GuardedBackend(autotune=opts.autotune, max_autotune=opts.max_autotune)
-        wrapper = WrapperCodegen(graph, scheduler, backend, defer_index_checks=opts.cudagraphs)
+        # under CUDA graphs the bounds flag is read after the replay, not inside the call
+        # (plain calls read it after the call: FirstCallGuard.check_err)
+        defer = opts.cudagraphs
+        wrapper = WrapperCodegen(graph, scheduler, backend, defer_index_checks=defer)
         try:
             wrapper.source = wrapper.generate()
             t2 = time.perf_counter()
@@ -138,12 +141,13 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
     }
     if graph.fallbacks:
         log.info("danlu_inductor: fallback kernels: %s", dict(graph.fallbacks))
-    guarded = FirstCallGuard(call, gm, report)
+    guarded = FirstCallGuard(call, gm, report, check_err=defer and wrapper.uses_err)
     compiled = CompiledGraph(
         guarded, graph.out_spec, wrapper.source, module_source, graph, scheduler, report
     )
     compiled.artifacts = [wrapper.artifacts[k] for k in wrapper.kernel_names]
     compiled.launchers = fns
+    compiled.consts = consts  # what make_call got (constants on the device)
     compiled.err_flag = call.err_flag if wrapper.uses_err else None
     return compiled
 
@@ -175,12 +179,15 @@ class FirstCallGuard:
     """Runs the wrapper's ``call``; if a Triton kernel fails on the first call (it compiles
     on first use when it was not compiled ahead), the graph runs eagerly from then on."""
 
-    def __init__(self, call, gm, report):
+    def __init__(self, call, gm, report, check_err=False):
         self.call = call
         self.gm = gm
         self.report = report
         self.first = True
         self.eager = False
+        # the wrapper deferred its bounds checks (for CUDA graph capture): plain calls read
+        # the flag here; a CUDA graph runner calls ``self.call`` and reads it after replay
+        self.check_err = check_err
 
     @property
     def err_flag(self):
@@ -190,7 +197,7 @@ class FirstCallGuard:
         if self.eager:
             return list(_flat(self.gm(*args)))
         if not self.first:
-            return self.call(args)
+            return self._checked(self.call(args))
         saved = list(args)
         try:
             out = self.call(args)
@@ -200,6 +207,11 @@ class FirstCallGuard:
             self.eager = True
             return list(_flat(self.gm(*saved)))
         self.first = False
+        return self._checked(out)
+
+    def _checked(self, out):
+        if self.check_err and self.call.err_flag.item():
+            raise IndexError("index out of range in a gather/embedding")
         return out
 
 

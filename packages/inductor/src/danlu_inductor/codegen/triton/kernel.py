@@ -408,7 +408,9 @@ class TritonKernel:
                 post.append((n, idx, finish))
         self.block = outer
         outer.lines += pre
-        outer.lines.append("for roffset in range(0, rnumel, RBLOCK):")
+        # a literal trip count: sizes are static, and some interpreters cannot take a
+        # scalar argument as a range bound
+        outer.lines.append(f"for roffset in range(0, {self.rnumel}, RBLOCK):")
         outer.lines += ["    " + ln for ln in loop.lines]
         for n, idx, finish in post:
             result = finish()
