@@ -99,10 +99,12 @@ def main(argv=None) -> int:
     import danlu
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=200, help="training steps (at least 2)")
     ap.add_argument("--backend", default="inductor")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args(argv)
+    if args.steps < 2:
+        ap.error("--steps must be at least 2 (the first step includes compilation)")
     device = torch.device(args.device)
     cfg = dict(vocab=256, d=64, heads=4, layers=2, block_size=64)
     batch, seq = (32, 64) if device.type == "cuda" else (16, 64)
@@ -133,9 +135,14 @@ def main(argv=None) -> int:
         "compiled",
     )
 
-    # The first compiled step includes compilation; steady state excludes a warm-up of 5 steps.
-    compile_time = comp_times[0] - statistics.median(comp_times[5:])
-    eager_step, comp_step = statistics.median(eager_times[5:]), statistics.median(comp_times[5:])
+    # The first compiled step includes compilation; steady state excludes a warm-up of up to 5
+    # steps (fewer when the run is short).
+    skip = min(5, len(comp_times) - 1)
+    compile_time = comp_times[0] - statistics.median(comp_times[skip:])
+    eager_step, comp_step = (
+        statistics.median(eager_times[skip:]),
+        statistics.median(comp_times[skip:]),
+    )
     worst = max(abs(a - b) / max(abs(a), 1e-6) for a, b in zip(eager_losses, comp_losses))
     agree = worst < 1e-2 and math.isfinite(comp_losses[-1])
     print()
