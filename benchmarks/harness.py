@@ -306,7 +306,10 @@ def main(argv=None):
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--out", default="benchmarks/results/latest")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     import suites
 
