@@ -1,5 +1,6 @@
-"""Capture entered through the C frame hook (``config.use_frame_hook``): user frames started
-by library code inside a compiled call are captured too; results stay exact."""
+"""The segment path entered through the C frame hook (``config.capture_path = "segments"``
+with ``config.use_frame_hook``): user frames started by library code inside a compiled call
+are captured too; results stay exact."""
 
 import sys
 from pathlib import Path
@@ -19,12 +20,12 @@ from _programs_common import check_program  # noqa: E402
 
 @pytest.fixture
 def frame_hook():
-    prev = config.use_frame_hook
-    config.use_frame_hook = True
+    prev = config.use_frame_hook, config.capture_path
+    config.use_frame_hook, config.capture_path = True, "segments"
     try:
         yield
     finally:
-        config.use_frame_hook = prev
+        config.use_frame_hook, config.capture_path = prev
 
 
 def _helper_with_print(t):

@@ -115,6 +115,8 @@ class CaptureContext:
         self.records: list = []  # segments compiled, in order
         self.breaks: list[GraphBreak] = []
         self.eager_reasons: list[str] = []
+        self.fallbacks: list[str] = []  # frames the bytecode path handed to the segment path
+        self.entry_counts: dict = {}  # frame-hook entries made per code object
         self.lock = threading.RLock()
 
     def reset(self):
@@ -122,6 +124,8 @@ class CaptureContext:
         self.records.clear()
         self.breaks.clear()
         self.eager_reasons.clear()
+        self.fallbacks.clear()
+        self.entry_counts.clear()
 
 
 _tls = threading.local()
@@ -429,12 +433,10 @@ _NO_HOOK = object()
 
 def _suspend_hook():
     """Tracing and backend compilation never run under the frame hook."""
-    from . import config
-
-    if not config.use_frame_hook:
-        return _NO_HOOK
     from . import eval_frame
 
+    if eval_frame.get_eval_frame() is None:
+        return _NO_HOOK
     return eval_frame.set_eval_frame(None)
 
 

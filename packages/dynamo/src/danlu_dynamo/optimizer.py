@@ -13,6 +13,8 @@ from .convert_frame import CaptureContext, _capturable, _tls, run_function
 
 
 def _run(ctx, fn, args, kwargs):
+    if config.capture_path == "bytecode":
+        return _run_hooked(ctx, fn, args, kwargs)
     if not config.use_frame_hook:
         return run_function(ctx, fn, args, kwargs)
     from . import eval_frame
@@ -26,6 +28,37 @@ def _run(ctx, fn, args, kwargs):
     finally:
         eval_frame.set_eval_frame(prev)
         _tls.ctx = prev_ctx
+
+
+_set_eval_frame = None
+_hook_callback = None
+
+
+def _run_hooked(ctx, fn, args, kwargs):
+    """The frame hook sees ``fn``'s frame (and every frame it starts): a cache hit runs the
+    transformed code, a miss traces (``convert_hook.callback``)."""
+    prev_ctx = getattr(_tls, "ctx", None)
+    _tls.ctx = ctx
+    prev = _set_eval_frame(_hook_callback)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _set_eval_frame(prev)
+        _tls.ctx = prev_ctx
+
+
+def _load_hook():
+    global _set_eval_frame, _hook_callback
+    from . import eval_frame
+    from .convert_hook import callback
+
+    _set_eval_frame, _hook_callback = eval_frame.set_eval_frame, callback
+    from .convert_hook import HOOK_CACHE_LIMIT
+
+    if eval_frame.get_cache_limit() < HOOK_CACHE_LIMIT:
+        eval_frame.set_cache_limit(HOOK_CACHE_LIMIT)
+    for f in (_run_hooked, OptimizedModule.forward):
+        eval_frame.mark_skip(f.__code__)
 
 
 _contexts: list = []
@@ -97,6 +130,13 @@ def optimize(backend="eager", *, fullgraph: bool = False, dynamic=None):
 
 
 def reset():
-    """Drop every compiled segment and cache."""
+    """Drop every compiled segment and cache, and the frame hook's cache entries."""
+    from . import eval_frame
+
     for ctx in _contexts:
         ctx.reset()
+    eval_frame.reset()
+    _load_hook()
+
+
+_load_hook()

@@ -70,6 +70,14 @@ def assemble(
 
 
 def _resolve_table_args(instructions: list[Instruction], tables: CodeTables) -> None:
+    # New plain locals first: cell and free variable slots come after every plain local, so
+    # a deref index resolved before a later new local was appended would point at that local.
+    for ins in instructions:
+        if ins.opcode in opcodes.PAIRED_LOCAL_OPS:
+            for name in ins.argval:
+                tables.local_index(name)
+        elif ins.opcode in opcodes.LOCAL_OPS:
+            tables.local_index(ins.argval)
     for ins in instructions:
         op = ins.opcode
         if op in opcodes.JUMP_OPS:

@@ -8,6 +8,7 @@ hit path is a single Python call with no interpretation of guard objects.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import torch
 
@@ -132,6 +133,76 @@ class GuardSet:
     def compile(self):
         """One function; each source is read once (its parent's value reused), guards in order;
         a source that cannot be read fails the check."""
+        lines = [x if isinstance(x, str) else x[0] for x in self._lines()]
+        body = "\n        ".join(lines) or "pass"
+        src = (
+            "def ___check(L, G, C, K):\n    try:\n        "
+            + body
+            + "\n    except Exception:\n        return False\n    return True\n"
+        )
+        env = dict(self.env)
+        exec(compile(src, "<danlu_dynamo guards>", "exec"), env)
+        fn = env["___check"]
+        fn.source_code = src
+        return fn
+
+    def compile_for_frame(self, f_globals, freevars, first_check=None, cellvars=()):
+        """The check function of a frame-hook cache entry: ``check(L)`` where ``L`` is the
+        dict the C hook passes (arguments by name, free variables' contents by name).
+
+        Globals come from ``f_globals`` (one code object runs with one module's globals);
+        ``C[i].cell_contents`` reads become ``L[freevars[i]]`` and ``K[name].cell_contents``
+        ``L[name]`` (at a frame's entry an argument that is a cell arrives as its value; a
+        resume function receives the original's cells as free variables). ``first_check`` (a callable of
+        no arguments, e.g. "is this entry's capture context the active one") is tested first.
+        Has ``.guards`` (printable), ``.failure_reason(L)`` and ``.source``. A source the C
+        hook cannot provide (the frame's own cells) raises ``ValueError``.
+        """
+        lines = self._lines()
+
+        def to_frame(text):
+            text = re.sub(
+                r"\bC\[(\d+)\]\.cell_contents", lambda m: f"L[{freevars[int(m[1])]!r}]", text
+            )
+            text = re.sub(r"\bK\[('[^'\\]*')\]\.cell_contents", r"L[\1]", text)
+            if re.search(r"(?<![\w.'])[CK]\[", text):
+                raise ValueError(f"guard reads a cell object the frame hook cannot pass: {text}")
+            return text
+
+        described = [
+            (to_frame(x), None) if isinstance(x, str) else (to_frame(x[0]), x[1]) for x in lines
+        ]
+        lines = [x for x, _ in described]
+        env = dict(self.env)
+        env["G"] = f_globals
+        env["___first"] = first_check
+        head = ["if not ___first(): return False"] if first_check is not None else []
+        body = "\n        ".join(head + lines) or "pass"
+        src = (
+            "def ___check(L):\n    try:\n        "
+            + body
+            + "\n    except Exception:\n        return False\n    return True\n"
+        )
+        # failure_reason: the same lines, returning the failing guard's text instead.
+        why = []
+        if head:
+            why.append("if not ___first(): return 'another capture context (optimize call)'")
+        for line, desc in described:
+            why.append(line.replace("return False", f"return {desc!r}") if desc else line)
+        src_why = (
+            "def ___why(L):\n    try:\n        "
+            + ("\n        ".join(why) or "pass")
+            + "\n    except Exception as e:\n        return f'a guarded value cannot be read: "
+            "{type(e).__name__}: {e}'\n    return None\n"
+        )
+        exec(compile(src + src_why, "<danlu_dynamo guards>", "exec"), env)
+        fn = env["___check"]
+        fn.failure_reason = env["___why"]
+        fn.source = src
+        fn.guards = str(self)
+        return fn
+
+    def _lines(self):
         from .source import lookup
 
         lines = []
@@ -157,18 +228,8 @@ class GuardSet:
             for s in sorted((g.source, *g.others), key=len, reverse=True):
                 if s:
                     cond = cond.replace(s, var(s))
-            lines.append(f"if not ({cond}): return False")
-        body = "\n        ".join(lines) or "pass"
-        src = (
-            "def ___check(L, G, C, K):\n    try:\n        "
-            + body
-            + "\n    except Exception:\n        return False\n    return True\n"
-        )
-        env = dict(self.env)
-        exec(compile(src, "<danlu_dynamo guards>", "exec"), env)
-        fn = env["___check"]
-        fn.source_code = src
-        return fn
+            lines.append((f"if not ({cond}): return False", str(g).strip()))
+        return lines
 
     def __str__(self):
         return "\n".join(str(g) for g in self.guards)

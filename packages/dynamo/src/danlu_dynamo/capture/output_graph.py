@@ -298,6 +298,9 @@ class Rebuilder:
         self._cache: dict[int, object] = {}
         self._source_fns: dict[str, object] = {}
         self.trace_cells: list = []  # (cell fn, contents fn) for cells made in the trace
+        # Frame-hook code: the closure's cells are read from the running frame (``C``), not
+        # the cells seen while tracing (another function object may share the code).
+        self.runtime_cells = False
 
     def rebuild(self, var: Var):
         key = id(var)
@@ -340,7 +343,9 @@ class Rebuilder:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        if cell.real is not None:
+        if self.runtime_cells and cell.real is not None and cell.source is not None:
+            fn = self.from_source(Source(cell.source.expr))
+        elif cell.real is not None:
             real = cell.real
             fn = lambda ctx: real  # noqa: E731
         elif cell.source is not None:
@@ -368,8 +373,12 @@ class Rebuilder:
             if isinstance(var, CellVar):
                 if var.contents is None:
                     continue
-                cell = var.real
                 val = self.rebuild(var.contents)
+                if self.runtime_cells and var.source is not None:
+                    get = self.from_source(Source(var.source.expr))
+                    out.append((_pair(get, val), lambda p: setattr(p[0], "cell_contents", p[1])))
+                    continue
+                cell = var.real
                 out.append((val, lambda x, cell=cell: setattr(cell, "cell_contents", x)))
             elif isinstance(var, ListIteratorVar):
                 it = self.from_source(var.source)

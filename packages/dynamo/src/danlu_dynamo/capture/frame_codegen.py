@@ -1,0 +1,277 @@
+"""The bytecode the frame hook runs instead of a traced frame.
+
+A frame's code ``F`` is either a user function's code ``O`` or a resume function made from
+``O`` (``make_resume_code``). The transformed code keeps ``F``'s signature and closure and:
+
+- whole frame: ``return runner(args..., closure)``;
+- graph break at instruction ``I`` of ``O``: ``runner`` returns the live stack and locals,
+  which are unpacked back into the frame; then either
+
+  * *resume*: ``I`` runs in plain Python and its result, with the rest of the stack and the
+    locals live after it, goes to a resume function for the instruction after ``I`` (which
+    the hook compiles in turn when it runs): ``return __resume_at_N(stack..., locals...)``;
+  * *continue*: the frame jumps to ``I`` inside a copy of ``O``'s instructions and runs the
+    rest of the frame in plain Python (calls it makes are still shown to the hook). Used where
+    a resume function cannot be built (a jump or an unknown instruction at the break, NULL
+    slots left on the stack, inside try/with blocks), and, for a break inside a loop, when the
+    chain of nested resume calls grows deep.
+"""
+
+from __future__ import annotations
+
+import dis
+import sys
+import types
+
+from ..bytecode import CodeTables, assemble, disassemble, live_locals_at, make_resume_code, opcodes
+from ..bytecode import builders as b
+from ..bytecode.code_builder import function_prologue
+from ..bytecode.editing import clone_instructions
+from ..bytecode.resume import _check_unbound_loads, _split_at
+
+PY311 = sys.version_info[:2] == (3, 11)
+
+# Break instructions a resume function can follow: how many values each pushes (its pops
+# follow from dis.stack_effect). Jumps, loads of methods (NULL slots) and 3.11's COMPARE_OP
+# (fused with the jump after it) are left to the "continue" form.
+_PUSHES = {
+    "CALL": 1,
+    "CALL_FUNCTION_EX": 1,
+    "BINARY_OP": 1,
+    "BINARY_SUBSCR": 1,
+    "BINARY_SLICE": 1,
+    "CONTAINS_OP": 1,
+    "IS_OP": 1,
+    "UNARY_NEGATIVE": 1,
+    "UNARY_NOT": 1,
+    "UNARY_INVERT": 1,
+    "GET_ITER": 1,
+    "STORE_ATTR": 0,
+    "STORE_SUBSCR": 0,
+    "DELETE_SUBSCR": 0,
+}
+if not PY311:
+    _PUSHES["COMPARE_OP"] = 1
+
+# A break in a loop resumes through nested calls (one per iteration); past this many frames
+# on the stack the rest of the frame continues in plain Python instead.
+MAX_RESUME_NESTING = 150
+
+_disassembled: dict = {}
+_resume_codes: dict = {}
+# resume code -> (original code, offset it resumes at, number of stack arguments)
+RESUME_OF: dict = {}
+
+
+def _instructions(code):
+    hit = _disassembled.get(code)
+    if hit is None:
+        hit = disassemble(code)
+        _disassembled[code] = hit
+    return hit
+
+
+def _at(code, offset):
+    for ins in _instructions(code):
+        if ins.offset == offset:
+            return ins
+    raise ValueError(f"no instruction at offset {offset}")
+
+
+def n_args(code) -> int:
+    flags = code.co_flags
+    return (
+        code.co_argcount
+        + code.co_kwonlyargcount
+        + bool(flags & 0x04)  # CO_VARARGS
+        + bool(flags & 0x08)  # CO_VARKEYWORDS
+    )
+
+
+def arg_names(code):
+    return code.co_varnames[: n_args(code)]
+
+
+def _shallow() -> bool:
+    try:
+        sys._getframe(MAX_RESUME_NESTING)
+    except ValueError:
+        return True
+    return False
+
+
+def _call_runner(frame_code, runner):
+    own = set(frame_code.co_cellvars)
+    loads = [b.load_deref(n) if n in own else b.load_local(n) for n in arg_names(frame_code)]
+    names = frame_code.co_cellvars + frame_code.co_freevars
+    if names:
+        load_cell = "LOAD_FAST" if opcodes.PY_VERSION >= (3, 13) else "LOAD_CLOSURE"
+        cells = [b.create_instruction(load_cell, argval=f) for f in names]
+        loads.append(cells + b.build_tuple(len(names)))
+    return b.call(b.load_const(runner), loads)
+
+
+def cell_names(code):
+    """The cells a runner of ``code``'s frame receives (own cells, then the closure)."""
+    return code.co_cellvars + code.co_freevars
+
+
+def _assemble(frame_code, original, instructions):
+    varnames = list(frame_code.co_varnames)
+    varnames += [v for v in original.co_varnames if v not in varnames]
+    tables = CodeTables(
+        consts=list(original.co_consts),
+        names=list(original.co_names),
+        varnames=varnames,
+        cellvars=list(frame_code.co_cellvars),
+        freevars=list(frame_code.co_freevars),
+    )
+    return assemble(
+        instructions,
+        template=original,
+        tables=tables,
+        co_name=frame_code.co_name,
+        co_qualname=frame_code.co_qualname,
+        co_argcount=frame_code.co_argcount,
+        co_posonlyargcount=frame_code.co_posonlyargcount,
+        co_kwonlyargcount=frame_code.co_kwonlyargcount,
+        co_flags=frame_code.co_flags,
+    )
+
+
+def _located(instructions, positions):
+    for ins in instructions:
+        ins.positions = positions
+    return instructions
+
+
+def whole_frame_code(frame_code, original, runner):
+    """``return runner(args..., closure)`` with ``frame_code``'s signature."""
+    first = next((i for i in _instructions(original) if i.positions.lineno), None)
+    body = function_prologue(frame_code.co_cellvars, frame_code.co_freevars)
+    body += _call_runner(frame_code, runner) + b.return_value()
+    if first is not None:
+        _located(body, first.positions)
+    return _assemble(frame_code, original, body)
+
+
+def in_loop(original, offset) -> bool:
+    for ins in dis.get_instructions(original):
+        if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
+            if isinstance(ins.argval, int) and ins.argval <= offset < ins.offset:
+                return True
+    return False
+
+
+def _in_try(original, offset) -> bool:
+    return any(e.start <= offset < e.end for e in dis.Bytecode(original).exception_entries)
+
+
+class BreakPlan:
+    """How a graph break at ``offset`` of ``original`` is emitted (see the module doc)."""
+
+    def __init__(self, original, offset, stack_nulls, bound_locals):
+        self.original = original
+        self.offset = offset
+        insts = _instructions(original)
+        self.instr = _at(original, offset)
+        pos = next(i for i, x in enumerate(insts) if x is self.instr)
+        # Jump to the start of a fused group (3.11 PRECALL/KW_NAMES before CALL, 3.12
+        # KW_NAMES): those set interpreter state only, the stack is the same.
+        start = pos
+        while start > 0 and insts[start - 1].opname in ("PRECALL", "KW_NAMES"):
+            start -= 1
+        self.target = insts[start]
+        self.successor = insts[pos + 1] if pos + 1 < len(insts) else None
+        ignore = set(original.co_cellvars) | set(original.co_freevars)
+        live = live_locals_at(insts, self.target, ignore=ignore)
+        self.stored_locals = [n for n in original.co_varnames if n in live and n in bound_locals]
+        self.stack_nulls = list(stack_nulls)
+        self.resume_reason = self._resumable()
+        self.resumable = self.resume_reason is None
+        if self.resumable:
+            live_after = live_locals_at(insts, self.successor, ignore=ignore)
+            self.resume_locals = [n for n in self.stored_locals if n in live_after]
+
+    def _resumable(self):
+        ins = self.instr
+        pushes = _PUSHES.get(ins.opname)
+        if pushes is None:
+            return f"a resume function cannot follow {ins.opname}"
+        if self.successor is None:
+            return "nothing follows the break"
+        if _in_try(self.original, ins.offset) or _in_try(self.original, self.successor.offset):
+            return "the break is inside a try/with block"
+        if ins.opname == "CALL":  # callable + NULL/self + arguments (3.11: PRECALL's too)
+            pops = ins.arg + 2
+        else:
+            pops = pushes - dis.stack_effect(ins.opcode, ins.arg, jump=False)
+        below = self.stack_nulls[: len(self.stack_nulls) - pops]
+        if any(below):
+            return "a call in progress (NULL slot) is on the stack below the break"
+        self.n_after = len(below) + pushes
+        return None
+
+    def resume_code(self):
+        key = (self.original, self.successor.offset, self.n_after, tuple(self.resume_locals))
+        code = _resume_codes.get(key)
+        if code is None:
+            code = make_resume_code(
+                self.original,
+                self.successor.offset,
+                stack=[f"___stack{i}" for i in range(self.n_after)],
+                live_locals=self.resume_locals,
+                name=f"__resume_{self.original.co_name}_at_{self.successor.offset}",
+            )
+            _resume_codes[key] = code
+            RESUME_OF[code] = (self.original, self.successor.offset, self.n_after)
+        return code
+
+    def emit(self, frame_code, runner, kw_names, *, resume: bool):
+        """The transformed code for ``frame_code`` (the original or one of its resume
+        functions). ``runner`` returns the non-NULL stack values then ``stored_locals``."""
+        original = self.original
+        temps = [f"___s{i}" for i, null in enumerate(self.stack_nulls) if not null]
+        entry = function_prologue(frame_code.co_cellvars, frame_code.co_freevars)
+        entry += _call_runner(frame_code, runner)
+        entry += b.unpack_to_locals(temps + self.stored_locals)
+        it = iter(temps)
+        for null in self.stack_nulls:
+            entry += b.push_null() if null else b.load_local(next(it))
+        body = None
+        need_body = not resume
+        tail = []
+        if resume:
+            tail += self._copy_break_instruction(kw_names)
+            resume_fn = b.new_function(self.resume_code(), cell_names(frame_code))
+            call = b.call_and_return(
+                resume_fn, self.n_after, self.resume_locals, stack_temp_prefix="___r"
+            )
+            if in_loop(original, self.offset):
+                _, body, _ = _split_at(original, self.successor.offset)
+                succ = next(i for i in body if i.offset == self.successor.offset)
+                tail += b.call(b.load_const(_shallow), [])
+                tail += b.pop_jump_if(False, succ)
+                need_body = True
+            tail += call
+        else:
+            _, body, target = _split_at(original, self.target.offset)
+            tail += b.jump_to(target)
+        _located(entry + tail, self.instr.positions)
+        if need_body:
+            bound = set(arg_names(frame_code)) | set(self.stored_locals)
+            _check_unbound_loads(body, bound)
+            return _assemble(frame_code, original, entry + tail + body)
+        return _assemble(frame_code, original, entry + tail)
+
+    def _copy_break_instruction(self, kw_names):
+        ins = self.instr
+        if ins.opname == "CALL":
+            return b.call_function(ins.arg, kw_names=kw_names or ())
+        (copy,) = clone_instructions([ins])
+        copy.exn_entry = None
+        return [copy]
+
+
+def function_for(code, f_globals, closure=None):
+    return types.FunctionType(code, f_globals, code.co_name, None, closure)

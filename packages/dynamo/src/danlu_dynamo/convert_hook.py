@@ -1,0 +1,294 @@
+"""The frame hook's callback: trace a frame and answer transformed code plus its guards.
+
+On a cache miss the C hook calls :func:`callback`. The symbolic interpreter runs the frame
+(a user function from its start, or a resume function from the instruction it resumes at) on
+fake tensors; the result becomes a C cache entry ``GuardedCode(code, check_fn)``:
+
+- ``check_fn(f_locals)``: the trace's guards as one generated Python function;
+- ``code``: bytecode with the frame's signature that calls a generated *runner* (fetch graph
+  inputs, compiled graph, rebuild, replay side effects) and then returns, or at a graph break
+  runs the unsupported instruction in plain Python and calls a resume function
+  (``capture/frame_codegen.py``).
+
+So a cache hit is: C hook -> check_fn -> transformed code -> runner -> compiled graph.
+
+What this path cannot emit runs through the segment path instead (``hook_entry``:
+a trampoline into ``convert_frame.run_state``, segments and the eager stepper): frames with
+cell variables (closures over their own locals), graph breaks whose live values cannot be
+rebuilt, and internal errors. ``explain`` lists each such frame under "segment path".
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+import types
+
+import torch
+
+from . import eval_frame as ef
+from .capture.exc import GraphBreakError, Unsupported
+from .capture.frame_codegen import (
+    RESUME_OF,
+    BreakPlan,
+    arg_names,
+    whole_frame_code,
+)
+from .capture.output_graph import OutputGraph, Rebuilder
+from .capture.runner_codegen import RunnerBuilder
+from .capture.translator import BreakAt, instructions_of, root_translator
+from .capture.variables.base import NullVar
+from .convert_frame import GraphBreak, _loc, _tls, current_context
+
+log = logging.getLogger("danlu_dynamo")
+log_breaks = logging.getLogger("danlu_dynamo.graph_breaks")
+log_recompiles = logging.getLogger("danlu_dynamo.recompiles")
+log_guards = logging.getLogger("danlu_dynamo.guards")
+log_graph = logging.getLogger("danlu_dynamo.graph")
+
+MAX_RESTARTS = 16
+RECOMPILE_LIMIT = 8  # entries per code object and optimize() context
+# Entries per code object in the C cache, over all contexts (ef.set_cache_limit).
+HOOK_CACHE_LIMIT = 64
+_SKIP_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+class CompiledEntry:
+    """One cache entry made by the hook path: what explain and the logs report."""
+
+    def __init__(self, code, offset):
+        self.code = code
+        self.offset = offset
+        self.kind = "return"  # "return" | "resume" | "continue"
+        self.gm = None
+        self.num_ops = 0
+        self.guards = None
+        self.check_fn = None
+        self.runner = None
+        self.transformed = None
+        self.graph_break = None
+        self.capture_time = 0.0
+
+
+class _SegmentPath(Exception):
+    """This frame runs through the segment path (the reason says why)."""
+
+
+def callback(frame, cache_size):
+    from .hook_entry import _wants
+    from .hook_entry import callback as segment_callback
+
+    code = frame.f_code
+    if code.co_flags & _SKIP_FLAGS or not (code in RESUME_OF or _wants(frame)):
+        ef.mark_skip(code)
+        return None
+    ctx = current_context()
+    if ctx is None:
+        return None
+    try:
+        return compile_frame(ctx, frame, cache_size)
+    except GraphBreakError:
+        raise
+    except _SegmentPath as e:
+        ctx.fallbacks.append(f"{_loc(code)}: {e} (runs through the segment path)")
+        log_breaks.info("%s: %s; using the segment path", _loc(code), e)
+    except Exception as e:
+        log.warning(
+            "internal error compiling %s: %s: %s; using the segment path",
+            _loc(code),
+            type(e).__name__,
+            e,
+            exc_info=log.isEnabledFor(logging.DEBUG),
+        )
+        ctx.fallbacks.append(f"{_loc(code)}: internal error {type(e).__name__}: {e}")
+    return segment_callback(frame, cache_size)
+
+
+def compile_frame(ctx, frame, cache_size):
+    frame_code = frame.f_code
+    original, start, n_stack = RESUME_OF.get(frame_code, (frame_code, 0, 0))
+    # The C cache is per code object and shared by every optimize() context (each entry's
+    # check starts with "is my context the active one"); the recompile limit is per context.
+    n = ctx.entry_counts.get(frame_code, 0)
+    if n >= RECOMPILE_LIMIT:
+        return _run_original(ctx, frame_code, original)
+    ctx.entry_counts[frame_code] = n + 1
+    if n:
+        log_recompiles.info("recompiling %s: guards failed for all %d entries", _loc(original), n)
+    t0 = time.perf_counter()
+    f_locals = dict(frame.f_locals)
+    for name in frame_code.co_freevars:
+        f_locals.pop(name, None)
+    closure = frame.closure or ()
+    n_own = len(original.co_cellvars)
+    if frame_code is original:
+        # Trace-time stand-ins for the frame's own cells (an argument that is a cell holds
+        # its value); after the graph the runner uses the running frame's cells.
+        cells = {
+            n: types.CellType(f_locals.pop(n)) if n in f_locals else types.CellType()
+            for n in original.co_cellvars
+        }
+    else:  # a resume function gets the original's cells, then its closure, as its closure
+        cells = dict(zip(original.co_cellvars, closure[:n_own]))
+        closure = closure[n_own:]
+    entry = CompiledEntry(original, start)
+    out, tx, ret, reason = _trace(
+        ctx, original, frame.f_globals, f_locals, cells, closure, start, n_stack
+    )
+    try:
+        if ret is not None:
+            entry.kind = "return"
+            runner = _runner(ctx, frame_code, frame, out, entry, [ret], as_tuple=False)
+            code = whole_frame_code(frame_code, original, runner)
+        else:
+            code, runner = _emit_break(ctx, frame_code, frame, out, tx, entry, reason)
+    except Unsupported as e:
+        raise _SegmentPath(e.reason) from e
+    entry.runner, entry.transformed = runner, code
+    entry.guards = out.guards
+    entry.check_fn = _check_fn(ctx, out, frame, original)
+    if not entry.check_fn(frame.f_locals):
+        raise RuntimeError("the guards reject the frame they were built from")
+    entry.capture_time = time.perf_counter() - t0
+    ctx.records.append(entry)
+    if entry.graph_break is not None:
+        ctx.breaks.append(entry.graph_break)
+    log_guards.debug("guards for %s:\n%s", _loc(original), out.guards)
+    return ef.GuardedCode(code, entry.check_fn)
+
+
+def _run_original(ctx, frame_code, original):
+    log_recompiles.warning(
+        "%s hit the recompile limit (%d); it now runs eagerly", _loc(original), RECOMPILE_LIMIT
+    )
+    ctx.eager_reasons.append(f"{_loc(original)}: recompile limit reached")
+
+    def active(f_locals):
+        return getattr(_tls, "ctx", None) is ctx
+
+    active.failure_reason = lambda f_locals: "another capture context (optimize call)"
+    return ef.GuardedCode(frame_code, active)
+
+
+def _trace(ctx, code, f_globals, f_locals, cells, closure, start, n_stack):
+    break_at: set[int] = set()
+    reason = None
+    for _ in range(MAX_RESTARTS):
+        out = OutputGraph(f_globals)
+        tx = root_translator(
+            code, f_globals, f_locals, cells, closure, out, start_offset=start, stack_len=n_stack
+        )
+        tx.break_offsets = break_at
+        try:
+            ret = tx.run()
+            return out, tx, ret, None
+        except BreakAt:
+            return out, tx, None, reason
+        except Unsupported as e:
+            off = tx.current.offset
+            if ctx.fullgraph:
+                raise GraphBreakError(f"graph break at {e.user_loc}: {e.reason}") from e
+            if off in break_at:
+                raise _SegmentPath(f"cannot stop before the instruction at {off}") from e
+            reason = GraphBreak(e.reason, e.user_loc, code, off)
+            if tx.count <= 1:
+                # The very first instruction breaks: the state is the frame's own.
+                out.restore_global_state()
+                out = OutputGraph(f_globals)
+                tx = root_translator(
+                    code,
+                    f_globals,
+                    f_locals,
+                    cells,
+                    closure,
+                    out,
+                    start_offset=start,
+                    stack_len=n_stack,
+                )
+                insts, index = instructions_of(code)
+                tx.current = insts[index[off]]
+                return out, tx, None, reason
+            break_at = break_at | {off}
+        except Exception as e:
+            raise _SegmentPath(f"internal capture error {type(e).__name__}: {e}") from e
+        finally:
+            out.restore_global_state()
+    raise _SegmentPath("too many graph-break restarts")
+
+
+def _runner(ctx, frame_code, frame, out, entry, values, *, as_tuple):
+    cg = Rebuilder(out)
+    cg.runtime_cells = True
+    original = entry.code
+    rb = RunnerBuilder(
+        arg_names(frame_code),
+        original.co_cellvars,
+        original.co_freevars,
+        frame.f_globals,
+        out,
+        cg,
+    )
+
+    def compiled_for(graph_outputs):
+        out.graph.output(tuple(graph_outputs))
+        gm = torch.fx.GraphModule(torch.nn.Module(), out.graph)
+        entry.gm = gm
+        entry.num_ops = out.num_ops()
+        if entry.num_ops > 0:
+            log_graph.info(
+                "captured graph (%d ops) for %s:\n%s", entry.num_ops, _loc(entry.code), gm.code
+            )
+            compiled = ctx.backend(gm, list(out.input_values))
+            if getattr(compiled, "__self__", None) is gm and compiled.__name__ == "forward":
+                ef.mark_skip(compiled.__func__.__code__)
+            return compiled
+        if graph_outputs:
+            return gm.forward
+        return None
+
+    return rb.build(values, as_tuple=as_tuple, compiled_for=compiled_for)
+
+
+def _emit_break(ctx, frame_code, frame, out, tx, entry, reason):
+    original = entry.code
+    offset = tx.current.offset
+    plan = BreakPlan(
+        original,
+        offset,
+        [isinstance(v, NullVar) for v in tx.stack],
+        set(tx.locals),
+    )
+    if _has_ctx_on_stack(tx):
+        raise Unsupported("graph break inside a with block")
+    values = [v for v in tx.stack if not isinstance(v, NullVar)]
+    values += [tx.locals[n] for n in plan.stored_locals]
+    runner = _runner(ctx, frame_code, frame, out, entry, values, as_tuple=True)
+    entry.graph_break = reason
+    if plan.resumable:
+        entry.kind = "resume"
+        code = plan.emit(frame_code, runner, tx.kw_names, resume=True)
+        log_breaks.info("graph break at %s: %s", reason.user_loc, reason.reason)
+    else:
+        entry.kind = "continue"
+        code = plan.emit(frame_code, runner, tx.kw_names, resume=False)
+        msg = f"{reason.user_loc}: the rest of the frame runs eagerly ({plan.resume_reason})"
+        ctx.eager_reasons.append(msg)
+        log_breaks.info("graph break at %s: %s; %s", reason.user_loc, reason.reason, msg)
+    return code, runner
+
+
+def _has_ctx_on_stack(tx):
+    from .capture.variables.objects import _CtxMethod
+
+    return any(isinstance(v, _CtxMethod) for v in tx.stack)
+
+
+def _check_fn(ctx, out, frame, original):
+    def active():
+        return getattr(_tls, "ctx", None) is ctx
+
+    try:
+        return out.guards.compile_for_frame(frame.f_globals, original.co_freevars, active)
+    except ValueError as e:
+        raise _SegmentPath(str(e)) from e
