@@ -31,9 +31,11 @@ def test_inference_matches_eager(name):
         m64, in64 = _fp64(model, inputs)
         ref64 = m64(*in64)
         res = compiled(*inputs)
+        graphs = len(danlu.CompileStats.current().graphs)
         res_again = compiled(*inputs)
     assert same(ref, res, ref64), f"{name}: max abs diff {(ref - res).abs().max().item():.3g}"
     assert same(ref, res_again, ref64)
+    assert len(danlu.CompileStats.current().graphs) == graphs, f"{name}: the second call compiled"
     _assert_compiled(name)
 
 
