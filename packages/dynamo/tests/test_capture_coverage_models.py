@@ -3,6 +3,7 @@ program is checked against eager bit for bit through the "eager" backend, on two
 must be captured whole (no graph break, no eager region)."""
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -294,3 +295,116 @@ def test_hasattr_never_skips_an_inner_handler():
     opt = danlu_dynamo.optimize("eager")(hasattr_through_handler)
     for _ in range(2):
         assert torch.equal(opt(x), hasattr_through_handler(x))
+
+
+def test_deepcopy_leaves_the_original_untouched():
+    before = copy.deepcopy(_cfg.__dict__)
+    opt = danlu_dynamo.optimize("eager")(deepcopy_config)
+    for shape in SHAPES:
+        x = torch.randn(shape)
+        assert torch.equal(opt(x), deepcopy_config(x))
+    assert _cfg.__dict__ == before
+
+
+class _Node:
+    def __init__(self, value):
+        self.value = value
+        self.children = [value, (value, [value])]
+        self.shared = self.children  # two references: the copy shares one new list
+
+
+@dataclasses.dataclass
+class _Params:
+    scale: float
+    dims: list
+
+
+_node = _Node(3)
+_params = _Params(1.5, [2, 3])
+
+
+def deepcopy_cycle_and_dataclass(x):
+    n = copy.deepcopy(_node)
+    p = copy.deepcopy(_params)
+    p.dims.append(4)
+    ok = n.shared is n.children and n.children[1][1] is not _node.children[1][1]
+    return x * (n.value + p.scale + len(p.dims) + len(_params.dims)) + (1 if ok else -1)
+
+
+def test_deepcopy_cycles_and_dataclasses():
+    _capture_whole(deepcopy_cycle_and_dataclass, lambda s: (torch.randn(s),))
+    assert _params.dims == [2, 3]
+
+
+class _Cyclic:
+    def __init__(self):
+        self.me = self
+
+
+_cyclic = _Cyclic()
+
+
+class _Slotted:
+    __slots__ = ("a",)
+
+    def __init__(self, a):
+        self.a = a
+
+
+class _OwnCopy:
+    def __init__(self):
+        self.n = 2
+
+    def __deepcopy__(self, memo):
+        new = _OwnCopy()
+        new.n = self.n * 10  # differs from a plain copy: must not be modelled as one
+        return new
+
+
+_slotted, _own = _Slotted(4), _OwnCopy()
+
+
+def deepcopy_refused(x):
+    c = copy.deepcopy(_cyclic)  # self-reference: left to eager
+    return x * copy.deepcopy(_slotted).a + copy.deepcopy(_own).n + (c.me is c)
+
+
+def test_deepcopy_with_its_own_protocol_breaks_and_stays_correct():
+    x = torch.randn(3)
+    opt = danlu_dynamo.optimize("eager")(deepcopy_refused)
+    for _ in range(2):
+        assert torch.equal(opt(x), deepcopy_refused(x))
+    ctx = opt._capture_ctx
+    assert ctx.breaks or ctx.eager_reasons
+    assert not [r for r in ctx.eager_reasons if "internal" in r], ctx.eager_reasons
+
+
+class _Aliased:
+    """Made in the trace; its own __getattribute__/__setattr__ must run, not be bypassed."""
+
+    _alias = {"width": "w"}
+
+    def __init__(self, w):
+        self.width = w  # stored as "w" by __setattr__
+
+    def __setattr__(self, key, value):
+        key = type(self)._alias.get(key, key)
+        object.__setattr__(self, key, value)
+
+    def __getattribute__(self, key):
+        if key == "doubled":
+            return object.__getattribute__(self, "w") * 2
+        return super().__getattribute__(type(self)._alias.get(key, key))
+
+    def __len__(self):
+        return 7
+
+
+def aliased_object(x):
+    o = _Aliased(x.shape[0])
+    o.width = o.width + 1
+    return x * o.w + o.doubled + len(o) + ("w" in o.__dict__) + hasattr(o, "width")
+
+
+def test_object_made_in_the_trace_runs_its_own_attribute_hooks():
+    _capture_whole(aliased_object, lambda s: (torch.randn(s),))

@@ -166,6 +166,14 @@ def identity(a: Var, b: Var):
         return False
     if isinstance(a, TensorVar) and isinstance(b, TensorVar):
         return a.node is b.node
+    if (
+        isinstance(a, ListVar | DictVar)
+        and isinstance(b, ListVar | DictVar)
+        and (a.source is None or b.source is None)
+    ):
+        # distinct Vars; one made in the trace (a new object), and wrap() gives one Var per
+        # real object: never the same object
+        return False
     if (a.is_const() and not isinstance(b, ModuleVar | ObjectVar)) or (
         b.is_const() and not isinstance(a, ModuleVar | ObjectVar)
     ):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import collections
+import contextlib
 import copy
 import copyreg
 
@@ -38,6 +39,7 @@ class _Copier:
     def __init__(self, tx):
         self.tx = tx
         self.memo: dict[int, tuple[Var, Var]] = {}  # id(original Var) -> (original, copy)
+        self.building: set[int] = set()  # ids of originals whose copy is being filled in
 
     def copy(self, v: Var) -> Var:
         from .objects import ClassVar, ModuleVar, ObjectVar
@@ -45,6 +47,10 @@ class _Copier:
 
         hit = self.memo.get(id(v))
         if hit is not None:
+            if id(v) in self.building:
+                # a cycle back into a value still being copied: the graph's output rebuild
+                # cannot create self-referencing objects, so leave it to eager
+                raise Unsupported("copy.deepcopy of a self-referencing value")
             return hit[1]
         if isinstance(v, ClassVar) or (v.is_const() and not isinstance(v, (TupleVar, ListVar))):
             return v  # immutable constants, classes and functions are atomic for deepcopy
@@ -54,13 +60,13 @@ class _Copier:
             return TupleVar([self.copy(i) for i in v.items])
         if isinstance(v, ListVar) and v.py_type is list:
             out = ListVar([])
-            self.memo[id(v)] = (v, out)
-            out.items = [self.copy(i) for i in v.items]
+            with self.filling(v, out):
+                out.items = [self.copy(i) for i in v.items]
             return out
         if isinstance(v, DictVar) and v.py_type in (dict, collections.OrderedDict):
             out = DictVar({}, py_type=v.py_type)
-            self.memo[id(v)] = (v, out)
-            out.items = {k: self.copy(i) for k, i in v.items.items()}
+            with self.filling(v, out):
+                out.items = {k: self.copy(i) for k, i in v.items.items()}
             return out
         if isinstance(v, ObjectVar) and not isinstance(v, ModuleVar):
             return self.copy_object(v)
@@ -95,9 +101,18 @@ class _Copier:
                 raise Unsupported(f"copy.deepcopy of {cls.__name__} (data descriptor {k!r})")
         out = ObjectVar(cls)
         self.tx.output.side_effects.new_object(out)
-        self.memo[id(v)] = (v, out)
-        out.pending = {k: self.copy(val) for k, val in state.items()}
+        with self.filling(v, out):
+            out.pending = {k: self.copy(val) for k, val in state.items()}
         return out
+
+    @contextlib.contextmanager
+    def filling(self, original, out):
+        self.memo[id(original)] = (original, out)
+        self.building.add(id(original))
+        try:
+            yield
+        finally:
+            self.building.discard(id(original))
 
     def instance_state(self, v) -> dict:
         """The instance ``__dict__`` as Vars, in order (guarded on its keys for real objects)."""

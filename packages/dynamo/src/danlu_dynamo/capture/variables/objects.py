@@ -65,6 +65,12 @@ def _fn_source(cls_source, name, attr, static=False):
     return Source(f"inspect.getattr_static({cls_source.expr}, {name!r}).{attr}")
 
 
+def _implicit_special(name):
+    """Special methods (``__len__``, ``__enter__``, ...) that the interpreter looks up on the
+    type, bypassing a custom ``__getattribute__``; capture reads them that way too."""
+    return name.startswith("__") and name.endswith("__") and name not in ("__dict__", "__class__")
+
+
 class ObjectVar(Var):
     """A user-defined object: a real one from the inputs (with a source), or one created in
     the trace (``value is None``).  Attribute writes are kept here and replayed after the graph."""
@@ -91,7 +97,7 @@ class ObjectVar(Var):
         raise Unsupported(f"truth value of {self.cls.__name__}")
 
     def getattr(self, tx, name):
-        if self.value is None:
+        if self.value is None and not _implicit_special(name):
             ga = _class_attr(self.cls, "__getattribute__")
             if ga is not object.__getattribute__:
                 # An object made in the trace: its own lookup runs inlined (it reaches the
@@ -543,6 +549,9 @@ class ClassVar(Var):
         attr = _class_attr(self.cls, name)
         if attr is _MISSING:
             raise Unsupported(f"class attribute {self.cls.__name__}.{name}")
+        plain = next((m for k, m in _PLAIN_OBJECT_METHODS if k is attr), None)
+        if plain is not None:
+            return _PlainAttrFn(plain)
         if isinstance(attr, types.FunctionType):
             return UserFunctionVar(attr, self.source.attr(name) if self.source else None)
         if isinstance(attr, classmethod):
@@ -737,6 +746,18 @@ class _PlainAttrVar(Var):
             raise Unsupported(f"object.{self.method} with these arguments")
         r = getattr(self.obj, self.method)(tx, args[0].const(), *args[1:])
         return ConstVar(None) if r is None else r
+
+
+class _PlainAttrFn(Var):
+    """``object.__setattr__`` & co. called explicitly: ``(obj, name, *value)``."""
+
+    def __init__(self, method):
+        self.method = method
+
+    def call(self, tx, args, kwargs):
+        if not args or not isinstance(args[0], ObjectVar) or args[0].value is not None:
+            raise Unsupported(f"object.{self.method} on this value")
+        return _PlainAttrVar(args[0], self.method).call(tx, args[1:], kwargs)
 
 
 def _instance_dict(obj):
