@@ -1,6 +1,6 @@
 """Operator sets for PyTorch programs: prims, a canonical ATen set, decompositions, fake tensors and an ATen-level tracer."""
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.2.0.dev0"
 
 from danlu_primtorch import prims  # noqa: E402, F401  (the danlu_prims op set)
 from danlu_primtorch.canonical import CANONICAL_OPS, is_canonical  # noqa: E402, F401

@@ -8,6 +8,8 @@ above it and see each op first, then hand it down here.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
@@ -17,6 +19,8 @@ from .data_factories import DataFactoryDeviceMode
 from .devices import normalize_device, output_device
 from .errors import DataDependentOutputError, FakeTensorMixingError, UnsupportedFakeOp
 from .fallback import run_on_zeros
+from .symbolic_dispatch import SIZE_QUERIES, answer_size_query, run_symbolic
+from .symbolic_inputs import has_symbolic_sizes, normalize_dims, symbolic_fake
 from .tensor import FakeTensor, kernel_invocation
 
 aten = torch.ops.aten
@@ -50,6 +54,10 @@ def _bn_training(func, args) -> bool:
     return bool(args[5])
 
 
+def _takes_device(func) -> bool:
+    return any(a.name == "device" and a.kwarg_only for a in func._schema.arguments)
+
+
 def _is_mask(t) -> bool:
     return isinstance(t, torch.Tensor) and t.dtype in (torch.bool, torch.uint8)
 
@@ -71,11 +79,20 @@ class FakeTensorMode(TorchDispatchMode):
 
     _mode_key = _FAKE_KEY
 
-    def __init__(self, *, allow_non_fake_inputs: bool = False, allow_fallback: bool = True):
+    def __init__(
+        self,
+        *,
+        allow_non_fake_inputs: bool = False,
+        allow_fallback: bool = True,
+        shape_env=None,
+    ):
         super().__init__()
+        self.shape_env = shape_env
         self.allow_non_fake_inputs = allow_non_fake_inputs
         self.allow_fallback = allow_fallback
         self._real_to_fake = WeakIdKeyDictionary()
+        self._real_to_dynamic = WeakIdKeyDictionary()  # tensor -> {(dims, source): fake}
+        self._sources = itertools.count()
         self._storages: dict[int, tuple[torch.UntypedStorage, torch.UntypedStorage]] = {}
         self._entered: list[tuple[bool, bool, DataFactoryDeviceMode | None]] = []
         self._last_device = torch.device("cpu")
@@ -108,14 +125,19 @@ class FakeTensorMode(TorchDispatchMode):
             torch._C._set_multithreading_enabled(prev_mt)
 
     # --- real -> fake ------------------------------------------------------------------------
-    def from_real(self, t: torch.Tensor) -> FakeTensor:
+    def from_real(self, t: torch.Tensor, *, dynamic_dims=None, source=None) -> FakeTensor:
         """The fake twin of a real tensor: same size, strides, storage offset, dtype, device,
         requires_grad. Memoized: the same real tensor gives the same fake; tensors sharing a
         storage give fakes sharing one meta storage; a view gives a view of its base's fake.
         A real non-leaf that requires grad becomes a fake leaf that requires grad (unless it is
-        a view, which stays a differentiable view of its base's fake)."""
+        a view, which stays a differentiable view of its base's fake).
+
+        ``dynamic_dims`` (needs ``shape_env``): ``True`` / ``"all"`` or an iterable of dims whose
+        sizes become symbols (``symbolic_fake``); ``source`` names the tensor in guards."""
         if isinstance(t, FakeTensor):
             return t
+        if dynamic_dims is not None and dynamic_dims is not False:
+            return self._dynamic_from_real(t, dynamic_dims, source)
         hit = self._real_to_fake.get(t)
         if hit is not None:
             return hit
@@ -142,6 +164,24 @@ class FakeTensorMode(TorchDispatchMode):
         self._real_to_fake[t] = fake
         return fake
 
+    def _dynamic_from_real(self, t, dynamic_dims, source) -> FakeTensor:
+        if self.shape_env is None:
+            raise ValueError("dynamic_dims needs FakeTensorMode(shape_env=ShapeEnv())")
+        if t.layout != torch.strided or t.is_quantized or t.is_nested:
+            raise UnsupportedFakeOp("from_real", f"only strided dense tensors, got {t.layout}")
+        dims = normalize_dims(dynamic_dims, t.dim())
+        if not dims:
+            return self.from_real(t)
+        source = source or f"input{next(self._sources)}"
+        memo = self._real_to_dynamic.setdefault(t, {})
+        key = (dims, source)
+        if key not in memo:
+            fake = symbolic_fake(self, t, dims, source)
+            if t.requires_grad:
+                fake.requires_grad_(True)
+            memo[key] = fake
+        return memo[key]
+
     def fake_empty(self, size, stride, dtype, device) -> FakeTensor:
         """A fresh fake tensor with the given metadata (no aliasing)."""
         with torch._C._DisableTorchDispatch():
@@ -153,6 +193,8 @@ class FakeTensorMode(TorchDispatchMode):
         return self.dispatch(func, types, args, kwargs or {})
 
     def dispatch(self, func, types, args, kwargs):
+        if func in SIZE_QUERIES:  # a C++ kernel asks a symbolic fake for concrete sizes
+            return answer_size_query(self, func, args)
         flat, spec = tree_flatten((args, kwargs))
         explicit_device = None
         fakes = []
@@ -173,16 +215,26 @@ class FakeTensorMode(TorchDispatchMode):
         if fakes:
             self._last_device = device
         args, kwargs = tree_unflatten(flat, spec)
+        if not fakes and explicit_device is None and _takes_device(func):
+            # A factory called without device= (e.g. scalar_tensor(0) in a decomposition):
+            # eager makes it on the default device; build its metadata on meta.
+            kwargs = {**kwargs, "device": _META}
 
         if func in _INDEX_PUT_OPS and any(_is_mask(i) for i in flat[1:] if i is not None):
             # Boolean-mask assignment keeps self's metadata; its meta kernel would need nonzero.
             out = args[0] if func._schema.is_mutable else self._like(args[0])
             return out
 
+        symbolic = self.shape_env is not None and has_symbolic_sizes(fakes, flat)
         try:
-            with kernel_invocation():
-                out = func(*args, **kwargs)
+            if symbolic:
+                out = run_symbolic(self, func, args, kwargs)
+            else:
+                with kernel_invocation():
+                    out = func(*args, **kwargs)
         except NotImplementedError as e:
+            if symbolic:
+                raise UnsupportedFakeOp(func, f"no meta kernel for symbolic sizes ({e})") from e
             if not self.allow_fallback:
                 raise UnsupportedFakeOp(func, f"no meta kernel ({e})") from e
             return run_on_zeros(func, args, kwargs, lambda m: FakeTensor(self, m, device))

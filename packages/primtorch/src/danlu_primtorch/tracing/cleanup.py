@@ -7,6 +7,8 @@ import operator
 import torch
 import torch.fx as fx
 
+from .symbolic_values import PURE_SIZE_FUNCTIONS
+
 
 def has_effect(node: fx.Node) -> bool:
     """Mutates an input, draws random numbers (removing it would shift the RNG stream), or
@@ -14,7 +16,7 @@ def has_effect(node: fx.Node) -> bool:
     if node.op != "call_function":
         return node.op in ("placeholder", "output")
     target = node.target
-    if target is operator.getitem:
+    if target is operator.getitem or target in PURE_SIZE_FUNCTIONS:
         return False
     if isinstance(target, torch._ops.OpOverload):
         return target._schema.is_mutable or torch.Tag.nondeterministic_seeded in target.tags

@@ -26,6 +26,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ..fake import FakeTensor, FakeTensorMode
+from .symbolic_values import SYM_TYPES, SymbolicValues
 
 
 class TracingError(RuntimeError):
@@ -51,6 +52,7 @@ class AtenTracer(TorchDispatchMode):
         self.graph = fx.Graph()
         self.root = torch.nn.Module()  # owns get_attr constants
         self.tensor_nodes: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self.sym_values = SymbolicValues(self.graph)  # size symbols/expressions -> nodes
         self._names: set[str] = set()
         self._grad_guards: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
@@ -113,6 +115,7 @@ class AtenTracer(TorchDispatchMode):
         node.meta["val"] = self.meta_value(value)
         if isinstance(value, torch.Tensor):
             self.tensor_nodes[value] = node
+        self.sym_values.register_input(node, value)
         return node
 
     def set_outputs(self, outputs) -> fx.Node:
@@ -120,9 +123,12 @@ class AtenTracer(TorchDispatchMode):
         return self.graph.output(tree_map(self.node_arg, outputs))
 
     def node_arg(self, x):
-        """The graph argument standing for a runtime value (tensors -> nodes)."""
+        """The graph argument standing for a runtime value (tensors -> nodes, symbolic sizes
+        -> the nodes computing them from the inputs)."""
         if isinstance(x, torch.Tensor):
             return self.node_of(x)
+        if isinstance(x, SYM_TYPES):
+            return self.sym_values.node_for(x)
         return x
 
     def node_of(self, t: torch.Tensor) -> fx.Node:
