@@ -1,0 +1,509 @@
+"""GPU model suite: eager, torch.compile and danlu.compile side by side on real models.
+
+For each model and mode (training step or inference), in bf16 autocast on CUDA:
+
+- compile time: wall time of the first call minus one eager call;
+- accuracy against eager by the PT2 rule (`danlu.testing.same` with a float64 reference,
+  tolerance 1e-2 for training and 1e-3 for inference, multiplier 3); for training, the loss and
+  every parameter gradient of one step are compared;
+- speed: median of interleaved timed calls after warm-up (one call of each backend per round,
+  `torch.cuda.synchronize()` before and after each call, host clock); speedup = eager / backend;
+- peak memory of one step (`torch.cuda.max_memory_allocated`, reset before each step).
+
+The training step is forward, loss, backward, with the loss inside the compiled module; the
+optimizer step is not included (as on torch.compile's dashboard). Dropout is configured to 0, so
+eager, compiled and float64 runs compute the same function.
+
+Every model runs in its own worker process, so a crash (a kernel that poisons the CUDA context,
+a segfault) or a hang costs that model only, and a backend that crashes is retried without;
+inside the worker every (mode, backend) runs in try/except and a failure is recorded with its
+reason. results.json, table.md and speedups.png are rewritten in --out after every record.
+
+    python benchmarks/gpu_models.py --models gpt2,bert --modes train,infer --out DIR
+    python benchmarks/gpu_models.py --small --device cpu --iters 5 --out /tmp/smoke
+    python benchmarks/gpu_models.py --merge DIR1 DIR2 --out DIR
+    python benchmarks/gpu_models.py --selfcheck
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.metadata
+import json
+import os
+import pathlib
+import platform
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import gpu_models_report as report  # noqa: E402
+from gpu_models_worker import (  # noqa: E402
+    EVENT,
+    SELFCHECK_HOOK,
+    T0,
+    BudgetExceeded,
+    Emitter,
+    Limits,
+    blank_record,
+    check_accuracy,
+    device_meta,
+    log,
+    opts_from_args,
+    run_model,
+    worker_main,
+)
+from gpu_models_zoo import GROUPS, MODELS, SPECS, missing_dependency  # noqa: E402
+
+BACKENDS = tuple(report.BACKENDS)
+MODES = ("train", "infer")
+
+
+# --------------------------------------------------------------------------- the supervisor
+
+
+@dataclass
+class WorkerOutcome:
+    rc: int | None
+    killed: bool
+    last: dict = field(default_factory=dict)
+    tail: list = field(default_factory=list)
+
+
+def run_worker(name, plan, deadline, args, on_event) -> WorkerOutcome:
+    """Run one model in a child process (its own process group), passing its events on; kill
+    it (and the compile workers it started) once the hard deadline passes."""
+    cmd = [sys.executable, "-u", str(pathlib.Path(__file__).resolve()), "--worker", name]
+    cmd += ["--plan", json.dumps(plan), "--worker-deadline", repr(deadline)]
+    cmd += ["--device", args.device, "--iters", str(args.iters), "--warmup", str(args.warmup)]
+    cmd += ["--precision", args.precision, "--tol-train", str(args.tol_train)]
+    cmd += ["--tol-infer", str(args.tol_infer)]
+    if args.compile_timeout:
+        cmd += ["--compile-timeout", str(args.compile_timeout)]
+    if args.small:
+        cmd.append("--small")
+    if args.no_fp64:
+        cmd.append("--no-fp64")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", GPU_SUITE_T0=repr(T0))
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env=env,
+        start_new_session=False,
+        process_group=0,
+    )
+    lines: queue.Queue = queue.Queue()
+
+    def read():
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    out = WorkerOutcome(rc=None, killed=False)
+    tail: deque = deque(maxlen=40)
+    hard = deadline + args.grace
+    eof, exited_at = False, None
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=0.5)
+            except queue.Empty:
+                line = ""
+            if line is None:
+                eof = True
+            elif line.startswith(EVENT):
+                try:
+                    ev = json.loads(line[len(EVENT) :])
+                except json.JSONDecodeError:
+                    tail.append(line.rstrip())
+                    continue
+                if ev.get("event") == "phase":
+                    out.last = ev
+                on_event(ev)
+            elif line:
+                print(line, end="", flush=True)
+                tail.append(line.rstrip())
+            if proc.poll() is not None:
+                if eof and lines.empty():
+                    break
+                exited_at = exited_at or time.time()
+                if time.time() - exited_at > 5 and lines.empty():
+                    break  # compile workers left behind still hold the pipe
+            elif time.time() > hard:
+                log(f"{name}: worker still running {args.grace:.0f} s past its deadline; killing")
+                out.killed = True
+                _kill_group(proc)
+    finally:
+        _kill_group(proc)
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=10)
+    out.rc = proc.returncode
+    out.tail = list(tail)
+    return out
+
+
+def _kill_group(proc) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def supervise_model(spec, plan, deadline, args, doc, save) -> None:
+    """Run a model's plan in workers until every (mode, backend) has a record: a worker that
+    dies in a compiler's first call is blamed on that compiler, which is recorded as crashed,
+    and the rest is run again without it."""
+    name = spec.name
+
+    def on_event(ev):
+        if ev["event"] == "record":
+            report.put(doc, ev["record"])
+            save()
+        elif ev["event"] == "info" and "model_info" in ev:
+            doc["models"][name] = ev["model_info"]
+        elif ev["event"] == "info" and "environment" in ev:
+            doc["runs"][-1].update(ev["environment"])
+
+    def have(mode, b):
+        return any(report.key(r) == (name, mode, b) for r in doc["records"])
+
+    def put(mode, b, status, reason):
+        r = blank_record(name, mode, b)
+        r["status"], r["reason"] = status, reason
+        report.put(doc, r)
+
+    for attempt in range(1, 4):
+        log(f"{name}: worker {attempt}, plan {plan}, {deadline - time.time():.0f} s left")
+        outcome = run_worker(name, plan, deadline, args, on_event)
+        missing = [(m, b) for m, bs in plan for b in bs if not have(m, b)]
+        if not missing:
+            return
+        last = outcome.last or {}
+        mode, backend, phase = last.get("mode"), last.get("backend"), last.get("phase")
+        tail = " | ".join(t for t in outcome.tail[-6:] if t.strip())[-700:]
+        if outcome.killed:
+            for m, b in missing:
+                if (m, b) == (mode, backend) and phase == "compile":
+                    put(m, b, "timeout", "killed: its first call ran past the model's budget")
+                else:
+                    put(m, b, "skipped", f"worker killed at the model's deadline (in {phase})")
+            save()
+            return
+        how = f"worker exited with {outcome.rc} during {phase}"
+        how += f" of {backend}" if backend else ""
+        how += f" ({mode})" if mode else ""
+        how += f"; last output: {tail}" if tail else ""
+        if outcome.rc == 0:
+            how = "worker ended without a result; " + how
+        # the worker says which backend it is running: a death there is that backend's
+        blamed = (mode, backend) if backend not in (None, "eager") else None
+        new_plan = []
+        for m, bs in plan:
+            left = [b for b in bs if (m, b) in missing]
+            if not left:
+                continue
+            if mode is None or (m == mode and blamed is None):
+                for b in left:
+                    put(m, b, "crash", how)
+                continue
+            if blamed and m == blamed[0]:
+                put(m, blamed[1], "crash", how)
+                left = [b for b in left if b != blamed[1]]
+            if left:
+                new_plan.append((m, left))
+        save()
+        if not new_plan:
+            return
+        if deadline - time.time() < 30:
+            for m, bs in new_plan:
+                for b in bs:
+                    put(m, b, "skipped", f"no time left to rerun after: {how}")
+            save()
+            return
+        plan = new_plan
+    for m, bs in plan:
+        for b in bs:
+            if not have(m, b):
+                put(m, b, "crash", "worker failed three times")
+    save()
+
+
+def run_meta(args) -> dict:
+    def version(dist):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    commit = None
+    with contextlib.suppress(Exception):
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                cwd=pathlib.Path(__file__).parent,
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout.strip()
+            or None
+        )
+    return {
+        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(T0)),
+        "command": "python benchmarks/gpu_models.py " + " ".join(sys.argv[1:]),
+        "device": args.device,
+        "torch": torch.__version__,
+        "triton": version("triton"),
+        "transformers": version("transformers"),
+        "timm": version("timm"),
+        "danlu": version("danlu"),
+        "commit": commit,
+        "python": platform.python_version(),
+        "precision": args.precision,
+        "precision_label": "bf16 autocast" if args.precision == "bf16" else "float32",
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "tol_train": args.tol_train,
+        "tol_infer": args.tol_infer,
+        "small": args.small,
+        "time_budget_s": args.time_budget,
+        "compile_timeout_s": args.compile_timeout,
+    }
+
+
+def orchestrate(args, names, modes, backends) -> dict:
+    out = pathlib.Path(args.out)
+    doc = report.new_doc(run_meta(args))
+    doc["model_order"] = list(names)
+    deadline = T0 + args.deadline if args.deadline else None
+
+    def save(plot=False):
+        report.write(doc, out, with_plot=plot)
+
+    def skip_all(name, reason):
+        for m in modes:
+            for b in backends:
+                r = blank_record(name, m, b)
+                r["status"], r["reason"] = "skipped", reason
+                report.put(doc, r)
+
+    save()
+    for i, name in enumerate(names):
+        spec = MODELS[name]
+        missing = missing_dependency(spec)
+        if missing:
+            log(f"{name}: skipped: {missing}")
+            skip_all(name, missing)
+            save()
+            continue
+        now = time.time()
+        if deadline is not None and deadline - now < args.min_model_time:
+            reason = f"not started: {deadline - now:.0f} s left of --deadline {args.deadline} s"
+            for later in names[i:]:
+                skip_all(later, reason)
+            log(reason)
+            break
+        model_deadline = now + args.time_budget
+        if deadline is not None:
+            model_deadline = min(model_deadline, deadline)
+        plan = [(m, list(backends)) for m in modes]
+        try:
+            if args.inprocess:
+                run_inprocess(spec, plan, model_deadline, args, doc, save)
+            else:
+                supervise_model(spec, plan, model_deadline, args, doc, save)
+        except KeyboardInterrupt:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second signal must not cut the save
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            log("interrupted: writing what was measured")
+            for later in names[i:]:
+                skip_all(later, "interrupted (the run was stopped)")
+            save()  # no plot: be quick, the caller may kill us soon
+            raise
+        save(plot=True)
+    save(plot=True)
+    return doc
+
+
+def run_inprocess(spec, plan, deadline, args, doc, save) -> None:
+    """The worker in this process (for debugging: a crash here ends the whole run)."""
+
+    def sink(ev):
+        if ev["event"] == "record":
+            report.put(doc, ev["record"])
+            save()
+        elif ev["event"] == "info" and "model_info" in ev:
+            doc["models"][spec.name] = ev["model_info"]
+
+    opts = opts_from_args(args)
+    doc["runs"][-1].update(device_meta(opts.device))
+    limits = Limits(deadline)
+    try:
+        run_model(spec, plan, opts, Emitter(sink), limits)
+    finally:
+        limits.disarm()
+
+
+# ------------------------------------------------------------------------------ self-check
+
+
+def selfcheck(args) -> int:
+    fails = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        fails += report.selfcheck(tmp / "report")
+        log(f"table/merge checks: {'ok' if not fails else fails}")
+
+        g = torch.Generator().manual_seed(0)
+        r64 = torch.randn(1000, dtype=torch.float64, generator=g)
+        noise = lambda s: s * torch.randn(1000, dtype=torch.float64, generator=g)  # noqa: E731
+        ref = {"output": (r64 + noise(1e-2)).float()}
+        good = {"output": (r64 + noise(1e-2)).float()}
+        bad = {"output": (r64 + noise(2e-1)).float()}
+        r64d = {"output": r64}
+        acc = [check_accuracy(ref, x, r64d, 1e-3)[0] for x in (good, bad)]
+        acc.append(check_accuracy(ref, {"output": ref["output"].half()}, r64d, 1e-3)[0])
+        acc.append(check_accuracy(ref, {}, r64d, 1e-3)[0])
+        if acc != ["pass", "fail", "fail", "fail"]:
+            fails.append(f"accuracy rule: got {acc}, expected pass, fail, fail, fail")
+        log(f"accuracy checks: {acc}")
+
+        limits = Limits(None)
+        try:
+            with limits.compile_limit(0.3):
+                time.sleep(5)
+            fails.append("compile limit did not interrupt a sleep")
+        except BudgetExceeded as e:
+            if e.which != "compile":
+                fails.append(f"compile limit raised {e.which!r}")
+        limits.disarm()
+
+        # the supervisor on a tiny model: a worker that crashes in torch.compile's first call
+        # must leave eager and danlu measured; one that hangs must be killed at the deadline
+        # (torch.compile itself is never called, to keep this quick)
+        for hook, budget, backends, expect in (
+            ("crash:torch", 240, ["eager", "torch", "danlu"], {"eager": "ok", "torch": "crash"}),
+            ("hang:danlu", 60, ["eager", "danlu"], {"eager": "skipped", "danlu": "timeout"}),
+            ("slow:danlu", 240, ["eager", "danlu"], {"eager": "ok", "danlu": "timeout"}),
+        ):
+            sub = argparse.Namespace(**vars(args))
+            sub.small, sub.device, sub.iters, sub.warmup, sub.grace = True, "cpu", 3, 1, 3
+            sub.compile_timeout = 5 if hook.startswith("slow") else None
+            sub.time_budget, sub.deadline, sub.inprocess = budget, None, False
+            sub.out = str(tmp / hook.replace(":", "_"))
+            os.environ[SELFCHECK_HOOK] = hook
+            try:
+                doc = orchestrate(sub, ["selfcheck_mlp"], ["train"], backends)
+            finally:
+                os.environ.pop(SELFCHECK_HOOK, None)
+            got = {r["backend"]: r["status"] for r in doc["records"]}
+            for b, status in expect.items():
+                if got.get(b) != status:
+                    fails.append(f"{hook}: {b} is {got.get(b)!r}, expected {status!r} ({got})")
+            if sorted(got) != sorted(backends):
+                fails.append(f"{hook}: records for {sorted(got)}, expected {sorted(backends)}")
+            log(f"supervisor with {hook}: {got}")
+    for f in fails:
+        print("SELFCHECK FAIL:", f)
+    print("selfcheck:", "ok" if not fails else f"{len(fails)} failures")
+    return 1 if fails else 0
+
+
+# ------------------------------------------------------------------------------------- CLI
+
+
+def _names(text: str, valid, what: str) -> list[str]:
+    out = []
+    for item in (t.strip() for t in text.split(",") if t.strip()):
+        items = GROUPS.get(item, [item]) if what == "model" else [item]
+        for x in items:
+            if x not in valid:
+                raise SystemExit(f"unknown {what} {x!r}; valid: {', '.join(valid)}")
+            if x not in out:
+                out.append(x)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="all", help="names or groups (all, transformers, timm)")
+    ap.add_argument("--modes", default="train,infer")
+    ap.add_argument("--backends", default="eager,torch,danlu")
+    ap.add_argument("--iters", type=int, default=20, help="timed interleaved rounds")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--out", default="benchmarks/results/gpu_models/latest")
+    ap.add_argument("--time-budget", type=float, default=480.0, help="seconds per model")
+    ap.add_argument("--deadline", type=float, default=None, help="seconds for the whole run")
+    ap.add_argument("--compile-timeout", type=float, default=None, help="seconds per first call")
+    ap.add_argument(
+        "--min-model-time",
+        type=float,
+        default=60.0,
+        help="don't start a model with less than this left of --deadline",
+    )
+    ap.add_argument(
+        "--grace",
+        type=float,
+        default=45.0,
+        help="seconds past a model's deadline before its worker is killed",
+    )
+    ap.add_argument("--small", action="store_true", help="tiny sizes (CPU smoke test)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
+    ap.add_argument("--tol-train", type=float, default=1e-2)
+    ap.add_argument("--tol-infer", type=float, default=1e-3)
+    ap.add_argument("--no-fp64", action="store_true", help="no float64 reference (cosine rule)")
+    ap.add_argument("--inprocess", action="store_true", help="no worker processes (debugging)")
+    ap.add_argument("--merge", nargs="+", metavar="DIR", help="combine results of several runs")
+    ap.add_argument("--selfcheck", action="store_true")
+    ap.add_argument("--list", action="store_true", help="print the models and their sizes")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--plan", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-deadline", type=float, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.worker:
+        worker_main(args)
+        return 0
+    if args.selfcheck:
+        return selfcheck(args)
+    if args.merge:
+        docs = [report.load(pathlib.Path(d)) for d in args.merge]
+        merged = report.merge(docs)
+        report.write(merged, pathlib.Path(args.out))
+        print(report.render(merged))
+        return 0
+    if args.list:
+        for spec in SPECS:
+            if spec.listed:
+                print(f"{spec.name:22} needs {spec.family:12} {missing_dependency(spec) or 'ok'}")
+        return 0
+    names = _names(args.models, [s.name for s in SPECS], "model")
+    modes = _names(args.modes, MODES, "mode")
+    backends = _names(args.backends, BACKENDS, "backend")
+    if "eager" not in backends:
+        backends.insert(0, "eager")  # the reference every speedup and accuracy check needs
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # `timeout` ends us cleanly
+    log(f"models {names}, modes {modes}, backends {backends}, device {args.device}, out {args.out}")
+    try:
+        doc = orchestrate(args, names, modes, backends)
+    except KeyboardInterrupt:
+        print(report.render(report.load(pathlib.Path(args.out))))
+        return 130
+    print(report.render(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
