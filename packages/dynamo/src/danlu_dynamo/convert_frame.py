@@ -468,6 +468,9 @@ def _trace_segment(ctx, fs: FrameState) -> Segment:
             kw_names=fs.kw_names,
         )
         tx.break_offsets = break_at
+        from .convert_hook import share_frame_cells
+
+        share_frame_cells(out, tx)
         try:
             with torch.no_grad() if False else _Nothing():
                 ret = tx.run()

@@ -37,6 +37,7 @@ from .capture.frame_codegen import (
 )
 from .capture.output_graph import OutputGraph, Rebuilder
 from .capture.runner_codegen import RunnerBuilder
+from .capture.source import FrameValues
 from .capture.translator import BreakAt, instructions_of, root_translator
 from .capture.variables.base import NullVar
 from .convert_frame import GraphBreak, _loc, _tls, current_context
@@ -102,7 +103,16 @@ def callback(frame, cache_size):
             exc_info=log.isEnabledFor(logging.DEBUG),
         )
         ctx.fallbacks.append(f"{_loc(code)}: internal error {type(e).__name__}: {e}")
-    return segment_callback(frame, cache_size)
+    guarded = segment_callback(frame, cache_size)
+    if guarded is None:
+        return None
+    accept = guarded.check_fn
+
+    def check(f_locals):  # this context's entry only: another one decides for itself
+        return getattr(_tls, "ctx", None) is ctx and accept(f_locals)
+
+    check.failure_reason = lambda f_locals: None if check(f_locals) else "another context"
+    return ef.GuardedCode(guarded.code, check)
 
 
 def compile_frame(ctx, frame, cache_size):
@@ -171,6 +181,15 @@ def _run_original(ctx, frame_code, original):
     return ef.GuardedCode(frame_code, active)
 
 
+def share_frame_cells(out, tx):
+    """The frame's own cells are the cells of closures it made earlier (a resume function
+    receives both): one symbolic cell per real cell, so a store through one is seen by the
+    other."""
+    for cell in tx.cells.values():
+        if cell.real is not None:
+            out._cells.setdefault(id(cell.real), cell)
+
+
 def _trace(ctx, code, f_globals, f_locals, cells, closure, start, n_stack):
     break_at: set[int] = set()
     reason = None
@@ -180,6 +199,7 @@ def _trace(ctx, code, f_globals, f_locals, cells, closure, start, n_stack):
             code, f_globals, f_locals, cells, closure, out, start_offset=start, stack_len=n_stack
         )
         tx.break_offsets = break_at
+        share_frame_cells(out, tx)
         try:
             ret = tx.run()
             return out, tx, ret, None
@@ -228,6 +248,7 @@ def _runner(ctx, frame_code, frame, out, entry, values, *, as_tuple):
         frame.f_globals,
         out,
         cg,
+        FrameValues(frame.f_locals, frame.f_globals),
     )
 
     def compiled_for(graph_outputs):
@@ -289,6 +310,11 @@ def _check_fn(ctx, out, frame, original):
         return getattr(_tls, "ctx", None) is ctx
 
     try:
-        return out.guards.compile_for_frame(frame.f_globals, original.co_freevars, active)
+        return out.guards.compile_for_frame(
+            frame.f_globals,
+            original.co_freevars,
+            active,
+            FrameValues(frame.f_locals, frame.f_globals),
+        )
     except ValueError as e:
         raise _SegmentPath(str(e)) from e

@@ -23,6 +23,8 @@ class ExplainOutput:
     eager_regions: list  # code that ran eagerly, and why
     capture_time: float  # seconds spent tracing (all segments)
     wall_time: float
+    # frames the bytecode path could not emit, which ran through the segment path, and why
+    segment_path: list = dataclasses.field(default_factory=list)
 
     @property
     def op_count(self):
@@ -42,13 +44,16 @@ class ExplainOutput:
         if self.eager_regions:
             lines.append("Ran eagerly:")
             lines.extend(f"  - {r}" for r in self.eager_regions)
+        if self.segment_path:
+            lines.append("Ran through the segment path (bytecode path fallback):")
+            lines.extend(f"  - {r}" for r in self.segment_path)
         for i, ops in enumerate(self.ops_per_graph):
             lines.append(f"Graph {i}: {len(ops)} ops")
             for op in ops:
                 lines.append(f"    {op}")
         lines.append("Guards:")
         for i, g in enumerate(self.guards):
-            lines.append(f"  segment {i}:")
+            lines.append(f"  entry {i}:")
             lines.extend(f"    {x}" for x in g.splitlines())
         return "\n".join(lines)
 
@@ -95,6 +100,7 @@ def explain(fn, *extra_args, **extra_kwargs):
             eager_regions=list(ctx.eager_reasons),
             capture_time=sum(s.capture_time for s in ctx.records),
             wall_time=wall,
+            segment_path=list(ctx.fallbacks),
         )
 
     if extra_args or extra_kwargs:

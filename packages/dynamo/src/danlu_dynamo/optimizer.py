@@ -7,7 +7,7 @@ import types
 
 import torch
 
-from . import config
+from . import config, eval_frame
 from .backends import lookup_backend
 from .convert_frame import CaptureContext, _capturable, _tls, run_function
 
@@ -57,28 +57,64 @@ def _load_hook():
 
     if eval_frame.get_cache_limit() < HOOK_CACHE_LIMIT:
         eval_frame.set_cache_limit(HOOK_CACHE_LIMIT)
-    for f in (_run_hooked, OptimizedModule.forward):
+    for f in (_run_hooked, OptimizedModule.forward, _plain_forward):
         eval_frame.mark_skip(f.__code__)
 
 
 _contexts: list = []
+_module_mod = torch.nn.modules.module
+
+
+def _plain_forward(mod):
+    """``type(mod).forward`` when calling it is what ``mod(...)`` does: no hooks anywhere and
+    no instance-level ``forward``; else None."""
+    mm = _module_mod
+    if (
+        mod._forward_hooks
+        or mod._forward_pre_hooks
+        or mod._backward_hooks
+        or mod._backward_pre_hooks
+        or mm._global_forward_hooks
+        or mm._global_forward_pre_hooks
+        or mm._global_backward_hooks
+        or mm._global_backward_pre_hooks
+        or "forward" in mod.__dict__
+    ):
+        return None
+    return type(mod).forward
 
 
 class OptimizedModule(torch.nn.Module):
-    """Wraps a module; ``forward`` runs ``type(mod).forward`` through capture."""
+    """Wraps a module; ``forward`` runs the module's ``forward`` through capture."""
 
     def __init__(self, mod: torch.nn.Module, ctx: CaptureContext):
         super().__init__()
         self._orig_mod = mod
         self._capture_ctx = ctx
+        self.__dict__["_mod"] = mod  # read without Module.__getattr__
 
     def forward(self, *args, **kwargs):
-        mod = self._orig_mod
+        mod = self._mod
+        ctx = self._capture_ctx
+        if config.capture_path == "bytecode":
+            # The hook sees forward's frame; with hooks, Module.__call__ runs them eagerly
+            # and the hook sees their frames too.
+            fwd = _plain_forward(mod)
+            prev_ctx = getattr(_tls, "ctx", None)
+            _tls.ctx = ctx
+            prev = _set_eval_frame(_hook_callback)
+            try:
+                if fwd is not None:
+                    return fwd(mod, *args, **kwargs)
+                return mod(*args, **kwargs)
+            finally:
+                _set_eval_frame(prev)
+                _tls.ctx = prev_ctx
         target = _capturable(mod)
         if target is None:  # hooks or a non-Python forward: run the module eagerly
             return mod(*args, **kwargs)
         f, pre = target
-        return _run(self._capture_ctx, f, [*pre, *args], kwargs)
+        return _run(ctx, f, [*pre, *args], kwargs)
 
     def __getattr__(self, name):
         try:
@@ -110,10 +146,20 @@ class _Optimizer:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            return _run(ctx, fn, args, kwargs)
+            if config.capture_path != "bytecode":
+                return _run(ctx, fn, args, kwargs)
+            prev_ctx = getattr(_tls, "ctx", None)
+            _tls.ctx = ctx
+            prev = _set_eval_frame(_hook_callback)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _set_eval_frame(prev)
+                _tls.ctx = prev_ctx
 
         wrapper._capture_ctx = ctx
         wrapper._orig_fn = fn
+        eval_frame.mark_skip(wrapper.__code__)
         return wrapper
 
 

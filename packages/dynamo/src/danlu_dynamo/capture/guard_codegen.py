@@ -99,7 +99,8 @@ class GuardSet:
             source,
             f"type({v}) is {self._const(cls)} and {v}.dtype is {self._const(dtype)} and "
             f"{v}.requires_grad is {rg} and {v}.shape == {shape!r} and "
-            f"{v}.stride() == {stride!r} and {v}.device == {self._const(device)}",
+            f"{v}.stride() == {stride!r} and "
+            + (f"{v}.is_cpu" if device.type == "cpu" else f"{v}.device == {self._const(device)}"),
         )
 
     def length(self, source: str, value):
@@ -146,19 +147,20 @@ class GuardSet:
         fn.source_code = src
         return fn
 
-    def compile_for_frame(self, f_globals, freevars, first_check=None, cellvars=()):
+    def compile_for_frame(self, f_globals, freevars, first_check=None, values=None):
         """The check function of a frame-hook cache entry: ``check(L)`` where ``L`` is the
         dict the C hook passes (arguments by name, free variables' contents by name).
 
         Globals come from ``f_globals`` (one code object runs with one module's globals);
         ``C[i].cell_contents`` reads become ``L[freevars[i]]`` and ``K[name].cell_contents``
         ``L[name]`` (at a frame's entry an argument that is a cell arrives as its value; a
-        resume function receives the original's cells as free variables). ``first_check`` (a callable of
+        resume function receives the original's cells as free variables). ``values``
+        (``source.FrameValues``) lets module attribute reads go straight to the module's dicts. ``first_check`` (a callable of
         no arguments, e.g. "is this entry's capture context the active one") is tested first.
         Has ``.guards`` (printable), ``.failure_reason(L)`` and ``.source``. A source the C
         hook cannot provide (the frame's own cells) raises ``ValueError``.
         """
-        lines = self._lines()
+        lines = self._lines(values)
 
         def to_frame(text):
             text = re.sub(
@@ -202,8 +204,8 @@ class GuardSet:
         fn.guards = str(self)
         return fn
 
-    def _lines(self):
-        from .source import lookup
+    def _lines(self, values=None):
+        from .source import fast_suffix, lookup
 
         lines = []
         var_of: dict[str, str] = {}
@@ -213,11 +215,13 @@ class GuardSet:
             if hit is not None:
                 return hit
             src = lookup(expr)
-            code = (
-                var(src.parent.expr) + src.suffix
-                if src is not None and src.parent is not None
-                else expr
-            )
+            if src is not None and src.parent is not None:
+                suffix = src.suffix
+                if values is not None:
+                    suffix = fast_suffix(values(src.parent.expr), suffix)
+                code = var(src.parent.expr) + suffix
+            else:
+                code = expr
             name = f"___v{len(var_of)}"
             lines.append(f"{name} = {code}")
             var_of[expr] = name

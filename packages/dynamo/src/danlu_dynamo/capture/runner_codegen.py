@@ -45,7 +45,7 @@ def _replay(replays, ctx):
 class RunnerBuilder:
     """Collects what the runner returns; ``build`` compiles it."""
 
-    def __init__(self, argnames, cellvars, freevars, f_globals, output, rebuilder):
+    def __init__(self, argnames, cellvars, freevars, f_globals, output, rebuilder, values=None):
         """``cellvars`` + ``freevars``: the original code's cells, in the order the runner's
         ``___cells`` argument holds them (the frame's own cells, then its closure)."""
         self.argnames = list(argnames)
@@ -58,10 +58,16 @@ class RunnerBuilder:
 
         self.env: dict = {**_SOURCE_ENV, "G": f_globals}
         self._arg_var = {repr(n): f"___a{i}" for i, n in enumerate(self.argnames)}
+        self.values = values  # source.FrameValues: quick module attribute reads
 
     # ------------------------------------------------------------------ expressions
     def expr(self, source_expr: str) -> str:
         """A source expression over L/G/C rewritten to the runner's parameters."""
+        if self.values is not None:
+            return self.values.render(source_expr, self._root_expr)
+        return self._root_expr(source_expr)
+
+    def _root_expr(self, source_expr: str) -> str:
 
         def local(m):
             v = self._arg_var.get(m[1])

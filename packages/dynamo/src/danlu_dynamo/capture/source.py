@@ -62,3 +62,54 @@ def closure_source(index: int) -> Source:
 
 def cell_source(name: str) -> Source:
     return Source(f"K[{name!r}].cell_contents")
+
+
+def fast_suffix(parent_value, suffix: str) -> str:
+    """``suffix`` (``.name``) read the quick way when ``parent_value`` is an ``nn.Module``
+    whose ``name`` lives in ``_parameters``/``_buffers``/``_modules``: a dict lookup instead of
+    ``Module.__getattr__`` (a Python call). Same value as long as nothing on the instance or
+    its class shadows the name, which is what makes ``__getattr__`` run in the first place."""
+    if not suffix.startswith(".") or not _is_module(parent_value):
+        return suffix
+    name = suffix[1:]
+    d = parent_value.__dict__
+    if name in d or any(name in k.__dict__ for k in type(parent_value).__mro__):
+        return suffix
+    for store in ("_parameters", "_buffers", "_modules"):
+        if name in d.get(store, ()):
+            return f".{store}[{name!r}]"
+    return suffix
+
+
+def _is_module(value) -> bool:
+    import torch
+
+    return isinstance(value, torch.nn.Module)
+
+
+class FrameValues:
+    """Trace-time values of source expressions over a frame's ``f_locals`` and globals
+    (None when an expression cannot be evaluated there, e.g. it reads a cell object)."""
+
+    def __init__(self, f_locals, f_globals):
+        from .output_graph import _SOURCE_ENV
+
+        self.env = {**_SOURCE_ENV, "L": f_locals, "G": f_globals}
+        self.cache: dict = {}
+
+    def __call__(self, expr: str):
+        if expr not in self.cache:
+            try:
+                self.cache[expr] = eval(expr, self.env)
+            except Exception:
+                self.cache[expr] = None
+        return self.cache[expr]
+
+    def render(self, expr: str, root) -> str:
+        """``expr`` with module attribute reads made quick; ``root(expr)`` renders sources
+        that have no parent."""
+        src = lookup(expr)
+        if src is None or src.parent is None:
+            return root(expr)
+        parent = src.parent.expr
+        return self.render(parent, root) + fast_suffix(self(parent), src.suffix)

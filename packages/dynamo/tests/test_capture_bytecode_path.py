@@ -1,0 +1,257 @@
+"""The default capture path: the C frame hook caches transformed bytecode guarded by one
+generated check function; graph breaks become resume functions (or the rest of the frame runs
+in plain Python where a resume function cannot be built). Results are compared with eager."""
+
+import logging
+
+import pytest
+import torch
+
+import danlu_dynamo
+from danlu_dynamo import config
+from danlu_dynamo import eval_frame as ef
+from danlu_dynamo.capture.frame_codegen import RESUME_OF
+from danlu_dynamo.convert_frame import _tls
+
+
+@pytest.fixture(autouse=True)
+def bytecode_path():
+    prev = config.capture_path
+    config.capture_path = "bytecode"
+    try:
+        yield
+    finally:
+        config.capture_path = prev
+
+
+def _run_both(f, *args, calls=2):
+    opt = danlu_dynamo.optimize("eager")(f)
+    for _ in range(calls):
+        expected, got = f(*args), opt(*args)
+        assert torch.equal(expected, got)
+        assert expected.requires_grad == got.requires_grad
+    return opt._capture_ctx
+
+
+def _kinds(ctx):
+    return [getattr(r, "kind", "segment") for r in ctx.records]
+
+
+def whole(x, y):
+    return torch.sin(x) * y + 1
+
+
+def test_whole_frame_is_one_c_cache_entry_with_readable_guards():
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    ctx = _run_both(whole, x, y, calls=3)
+    assert _kinds(ctx) == ["return"] and not ctx.breaks and not ctx.fallbacks
+    (entry,) = ef.cache_entries(whole.__code__)
+    record = ctx.records[0]
+    assert entry.check_fn is record.check_fn and entry.code is record.transformed
+    assert "TENSOR_MATCH" in record.check_fn.guards and "L['x']" in record.check_fn.guards
+    # the entry belongs to its optimize() context: outside it, it never matches
+    assert not record.check_fn({"x": x, "y": y})
+    assert "capture context" in record.check_fn.failure_reason({"x": x, "y": y})
+    _tls.ctx = ctx
+    try:
+        assert record.check_fn({"x": x, "y": y})
+        reason = record.check_fn.failure_reason({"x": torch.randn(2, 4), "y": y})
+    finally:
+        _tls.ctx = None
+    assert reason is not None and "TENSOR_MATCH" in reason and "L['x']" in reason
+    assert "___graph(" in record.runner.source
+
+
+def test_new_shape_recompiles_and_both_entries_stay_valid():
+    opt = danlu_dynamo.optimize("eager")(whole)
+    a, b = torch.randn(3), torch.randn(5)
+    for x in (a, b, a, b):
+        assert torch.equal(opt(x, x), whole(x, x))
+    assert len(opt._capture_ctx.records) == 2
+
+
+def brk(x):
+    y = x * 2
+    print("break")
+    return y + x
+
+
+def test_graph_break_resumes_in_a_generated_function(capsys):
+    ctx = _run_both(brk, torch.randn(4))
+    assert _kinds(ctx) == ["resume", "return"]
+    assert len(ctx.breaks) == 1 and "print" in ctx.breaks[0].reason
+    assert capsys.readouterr().out.count("break") == 4  # eager and compiled, twice
+    resume_code = next(c for c in RESUME_OF if RESUME_OF[c][0] is brk.__code__)
+    assert resume_code.co_filename == brk.__code__.co_filename
+    assert ef.cache_entries(resume_code)  # the hook compiled the resume function
+
+
+def looped(x, n):
+    for i in range(n):
+        x = x * 1.5
+        print(i, end="")
+        x = x + i
+    return x
+
+
+def test_graph_break_inside_a_loop():
+    ctx = _run_both(looped, torch.randn(3), 3)
+    assert set(_kinds(ctx)) == {"resume", "return"}
+    assert not ctx.eager_reasons
+
+
+def test_long_loop_with_a_break_hits_the_limit_and_runs_on_eagerly(caplog):
+    with caplog.at_level(logging.WARNING, logger="danlu_dynamo.recompiles"):
+        ctx = _run_both(looped, torch.randn(3), 300, calls=1)
+    assert any("recompile limit" in r for r in ctx.eager_reasons)
+
+
+def in_try(x):
+    try:
+        y = x * 2
+        print("t")
+    except ValueError:
+        y = x
+    return y + 1
+
+
+def nested_call(x):
+    return torch.add(x, print("n") or x) * 2
+
+
+@pytest.mark.parametrize(
+    "f,why",
+    [(in_try, "inside a try/with block"), (nested_call, "NULL slot")],
+    ids=["try", "call_in_progress"],
+)
+def test_break_without_a_resume_function_runs_the_rest_eagerly(f, why):
+    ctx = _run_both(f, torch.randn(3))
+    assert _kinds(ctx) == ["continue"]
+    assert any(why in r and "runs eagerly" in r for r in ctx.eager_reasons), ctx.eager_reasons
+    report = danlu_dynamo.explain(f)(torch.randn(3))
+    assert report.graph_break_count == 1 and any(why in r for r in report.eager_regions)
+
+
+def in_with(x):
+    with torch.no_grad():
+        y = x * 2
+        print("w")
+        y = y + 1
+    return y * x
+
+
+def test_break_inside_a_with_block_uses_the_segment_path():
+    ctx = _run_both(in_with, torch.randn(3, requires_grad=True))
+    assert ctx.fallbacks and "with block" in ctx.fallbacks[0]
+    assert "segment path" in str(danlu_dynamo.explain(in_with)(torch.randn(3)))
+
+
+def cell_after_break(x):
+    y = x + 1
+    g = lambda: y * 2  # noqa: E731
+    print("c")
+    y = x * 3  # the closure made before the break must see this store
+    return g()
+
+
+def test_closure_cell_shared_across_a_break():
+    ctx = _run_both(cell_after_break, torch.randn(3))
+    assert _kinds(ctx)[:2] == ["resume", "return"]
+
+
+def test_nonlocal_store_reaches_the_real_cell():
+    def make():
+        count = 0
+
+        def f(x):
+            nonlocal count
+            count += 1
+            return x * count
+
+        return f, lambda: count
+
+    f, get = make()
+    opt = danlu_dynamo.optimize("eager")(f)
+    x = torch.ones(2)
+    assert torch.equal(opt(x), x) and torch.equal(opt(x), x * 2) and get() == 2
+
+
+def gen(x):
+    yield x * 2
+
+
+def uses_generator(x):
+    return sum(gen(x)) + 1
+
+
+def test_generator_called_inside_is_inlined_and_its_frame_never_hooked():
+    ctx = _run_both(uses_generator, torch.randn(3))
+    assert _kinds(ctx) == ["return"]
+    assert not ef.cache_entries(gen.__code__)
+
+
+def test_fullgraph_raises_at_a_break():
+    opt = danlu_dynamo.optimize("eager", fullgraph=True)(brk)
+    with pytest.raises(danlu_dynamo.GraphBreakError, match="print"):
+        opt(torch.randn(2))
+
+
+def test_each_optimize_call_keeps_its_own_backend():
+    seen = []
+
+    def counting(tag):
+        def backend(gm, example_inputs):
+            seen.append(tag)
+            return gm.forward
+
+        return backend
+
+    a = danlu_dynamo.optimize(counting("a"))(whole)
+    b = danlu_dynamo.optimize(counting("b"))(whole)
+    x = torch.randn(3)
+    for _ in range(2):
+        assert torch.equal(a(x, x), whole(x, x)) and torch.equal(b(x, x), whole(x, x))
+    assert seen == ["a", "b"]
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(4, 8)
+        self.l2 = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.l2(torch.relu(self.l1(x)))
+
+
+def test_module_parameters_read_from_the_module_dicts_and_guarded():
+    torch.manual_seed(0)
+    net = Net()
+    opt = danlu_dynamo.optimize("eager")(net)
+    x = torch.randn(3, 4)
+    assert torch.equal(opt(x), net(x)) and torch.equal(opt(x), net(x))
+    (record,) = opt._capture_ctx.records
+    assert "_modules['l1']._parameters['weight']" in record.runner.source
+    with torch.no_grad():  # replacing a parameter is seen by the next call
+        net.l1.weight = torch.nn.Parameter(torch.randn(8, 4))
+    assert torch.equal(opt(x), net(x))
+    net.l2 = torch.nn.Linear(8, 2)  # a new submodule: identity guard fails, recompile
+    assert torch.equal(opt(x), net(x))
+    assert len(opt._capture_ctx.records) == 2
+
+
+def test_module_with_a_forward_hook_runs_the_hook_and_captures_forward():
+    torch.manual_seed(0)
+    net = Net()
+    net.register_forward_hook(lambda mod, inp, out: out * 2)
+    opt = danlu_dynamo.optimize("eager")(net)
+    x = torch.randn(3, 4)
+    assert torch.equal(opt(x), net(x)) and torch.equal(opt(x), net(x))
+    names = {r.code.co_name for r in opt._capture_ctx.records}
+    assert {"forward", "<lambda>"} <= names
+
+
+def test_segment_path_is_still_selectable():
+    config.capture_path = "segments"
+    ctx = _run_both(brk, torch.randn(3))
+    assert _kinds(ctx) == ["break", "return"]
