@@ -408,3 +408,41 @@ def aliased_object(x):
 
 def test_object_made_in_the_trace_runs_its_own_attribute_hooks():
     _capture_whole(aliased_object, lambda s: (torch.randn(s),))
+
+
+class _Plain:
+    def __init__(self, v):
+        self.v = v
+
+
+def identities_of_trace_made_containers(x):
+    o = _Plain(1)
+    a, b = [1], [1]
+    d = o.__dict__
+    r = x
+    e = {}
+    if d is o.__dict__ and a is not b and e is not d and a == b:
+        r = r * 2
+    d["w"] = 5  # writes through the instance dict
+    return r + o.w + o.v
+
+
+def instance_dict_across_a_break(x):
+    o = _Plain(1)
+    d = o.__dict__
+    y = x * 2
+    print("break")  # o and d are rebuilt here: d must still be o's own __dict__
+    d["w"] = 5
+    return y + o.w + (d is o.__dict__)
+
+
+def test_instance_dict_made_in_the_trace_survives_a_break():
+    x = torch.randn(3)
+    opt = danlu_dynamo.optimize("eager")(instance_dict_across_a_break)
+    for _ in range(2):
+        assert torch.equal(opt(x), instance_dict_across_a_break(x))
+    assert opt._capture_ctx.breaks
+
+
+def test_identity_of_containers_made_in_the_trace():
+    _capture_whole(identities_of_trace_made_containers, lambda s: (torch.randn(s),))

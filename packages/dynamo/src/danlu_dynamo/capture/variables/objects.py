@@ -762,9 +762,24 @@ class _PlainAttrFn(Var):
 
 def _instance_dict(obj):
     """``obj.__dict__`` of an object made in the trace: a dict sharing its attribute table."""
-    d = DictVar({})
-    d.items = obj.pending
+    d = getattr(obj, "_dict_var", None)  # one Var: `o.__dict__ is o.__dict__` holds
+    if d is None:
+        d = obj._dict_var = _InstanceDictVar(obj)
     return d
+
+
+class _InstanceDictVar(DictVar):
+    """The ``__dict__`` of an object made in the trace: its items are the object's attribute
+    table; rebuilt after the graph as the rebuilt object's own ``__dict__`` (not a copy)."""
+
+    def __init__(self, obj):
+        super().__init__({})
+        self.items = obj.pending
+        self.obj = obj
+
+    def reconstruct(self, cg):
+        o = cg.rebuild(self.obj)
+        return lambda ctx: o(ctx).__dict__
 
 
 class _NoOp(Var):
