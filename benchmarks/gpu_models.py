@@ -14,15 +14,17 @@ The training step is forward, loss, backward, with the loss inside the compiled 
 optimizer step is not included (as on torch.compile's dashboard). Dropout is configured to 0, so
 eager, compiled and float64 runs compute the same function.
 
-Every model runs in its own worker process, so a crash (a kernel that poisons the CUDA context,
-a segfault) or a hang costs that model only, and a backend that crashes is retried without;
-inside the worker every (mode, backend) runs in try/except and a failure is recorded with its
-reason. results.json, table.md and speedups.png are rewritten in --out after every record.
+Each compiler of each model runs in a worker process of its own, timed interleaved with an
+eager copy in the same worker (--together: all three in one worker), so a crash (a kernel that
+poisons the CUDA context, a segfault) or a hang costs that worker only, and a backend whose
+worker died is recorded as crashed and the rest rerun without it. Inside a worker every
+(mode, backend) runs in try/except and a failure is recorded with its reason. results.json,
+table.md and speedups.png are rewritten in --out after every record.
 
     python benchmarks/gpu_models.py --models gpt2,bert --modes train,infer --out DIR
     python benchmarks/gpu_models.py --small --device cpu --iters 5 --out /tmp/smoke
     python benchmarks/gpu_models.py --merge DIR1 DIR2 --out DIR
-    python benchmarks/gpu_models.py --selfcheck
+    python benchmarks/gpu_models.py --selfcheck        # --selfcheck-full: with workers
 """
 
 from __future__ import annotations
@@ -163,31 +165,42 @@ def _kill_group(proc) -> None:
 
 def supervise_model(spec, plan, deadline, args, doc, save) -> None:
     """Run a model's plan in workers until every (mode, backend) has a record: a worker that
-    dies in a compiler's first call is blamed on that compiler, which is recorded as crashed,
+    dies while running a compiler is blamed on that compiler, which is recorded as crashed,
     and the rest is run again without it."""
     name = spec.name
+    received: set = set()
+
+    def put(rec):
+        old = next((r for r in doc["records"] if report.key(r) == report.key(rec)), None)
+        if rec["backend"] == "eager" and old and old["status"] == "ok" and rec["status"] != "ok":
+            return  # another worker's eager reference stands; the compiled record says why
+        report.put(doc, rec)
 
     def on_event(ev):
         if ev["event"] == "record":
-            report.put(doc, ev["record"])
+            rec = ev["record"]
+            received.add((rec["mode"], rec["backend"]))
+            put(rec)
             save()
         elif ev["event"] == "info" and "model_info" in ev:
             doc["models"][name] = ev["model_info"]
         elif ev["event"] == "info" and "environment" in ev:
             doc["runs"][-1].update(ev["environment"])
 
-    def have(mode, b):
-        return any(report.key(r) == (name, mode, b) for r in doc["records"])
-
-    def put(mode, b, status, reason):
+    def fail(mode, b, status, reason):
         r = blank_record(name, mode, b)
         r["status"], r["reason"] = status, reason
-        report.put(doc, r)
+        put(r)
+
+    def eager_ok(mode):
+        return any(
+            report.key(r) == (name, mode, "eager") and r["status"] == "ok" for r in doc["records"]
+        )
 
     for attempt in range(1, 4):
         log(f"{name}: worker {attempt}, plan {plan}, {deadline - time.time():.0f} s left")
         outcome = run_worker(name, plan, deadline, args, on_event)
-        missing = [(m, b) for m, bs in plan for b in bs if not have(m, b)]
+        missing = [(m, b) for m, bs in plan for b in bs if (m, b) not in received]
         if not missing:
             return
         last = outcome.last or {}
@@ -196,9 +209,9 @@ def supervise_model(spec, plan, deadline, args, doc, save) -> None:
         if outcome.killed:
             for m, b in missing:
                 if (m, b) == (mode, backend) and phase == "compile":
-                    put(m, b, "timeout", "killed: its first call ran past the model's budget")
+                    fail(m, b, "timeout", "killed: its first call ran past the model's budget")
                 else:
-                    put(m, b, "skipped", f"worker killed at the model's deadline (in {phase})")
+                    fail(m, b, "skipped", f"worker killed at the model's deadline (in {phase})")
             save()
             return
         how = f"worker exited with {outcome.rc} during {phase}"
@@ -216,11 +229,13 @@ def supervise_model(spec, plan, deadline, args, doc, save) -> None:
                 continue
             if mode is None or (m == mode and blamed is None):
                 for b in left:
-                    put(m, b, "crash", how)
+                    fail(m, b, "crash", how)
                 continue
             if blamed and m == blamed[0]:
-                put(m, blamed[1], "crash", how)
+                fail(m, blamed[1], "crash", how)
                 left = [b for b in left if b != blamed[1]]
+            if left == ["eager"] and eager_ok(m):
+                continue  # another worker measured eager already
             if left:
                 new_plan.append((m, left))
         save()
@@ -229,15 +244,25 @@ def supervise_model(spec, plan, deadline, args, doc, save) -> None:
         if deadline - time.time() < 30:
             for m, bs in new_plan:
                 for b in bs:
-                    put(m, b, "skipped", f"no time left to rerun after: {how}")
+                    fail(m, b, "skipped", f"no time left to rerun after: {how}")
             save()
             return
         plan = new_plan
     for m, bs in plan:
         for b in bs:
-            if not have(m, b):
-                put(m, b, "crash", "worker failed three times")
+            if (m, b) not in received:
+                fail(m, b, "crash", "worker failed three times")
     save()
+
+
+def worker_groups(backends: list[str], together: bool) -> list[list[str]]:
+    """The backends each worker runs: every compiler in a worker of its own next to eager (no
+    compiler can disturb another: frame hooks, global state, a crash, a retry on warm caches),
+    or all in one worker with --together."""
+    compilers = [b for b in backends if b != "eager"]
+    if together or not compilers:
+        return [["eager", *compilers]]
+    return [["eager", b] for b in compilers]
 
 
 def run_meta(args) -> dict:
@@ -317,12 +342,24 @@ def orchestrate(args, names, modes, backends) -> dict:
         model_deadline = now + args.time_budget
         if deadline is not None:
             model_deadline = min(model_deadline, deadline)
-        plan = [(m, list(backends)) for m in modes]
+        groups = worker_groups(backends, args.together or args.inprocess)
         try:
-            if args.inprocess:
-                run_inprocess(spec, plan, model_deadline, args, doc, save)
-            else:
-                supervise_model(spec, plan, model_deadline, args, doc, save)
+            for g, group in enumerate(groups):
+                plan = [(m, group) for m in modes]
+                # later workers of this model are each left at least --min-worker-time
+                group_deadline = model_deadline - (len(groups) - 1 - g) * args.min_worker_time
+                if group_deadline - time.time() < 20:
+                    reason = "not started: the model's time budget was used by earlier workers"
+                    for m in modes:
+                        for b in group[1:]:
+                            r = blank_record(name, m, b)
+                            r["status"], r["reason"] = "skipped", reason
+                            report.put(doc, r)
+                    continue
+                if args.inprocess:
+                    run_inprocess(spec, plan, group_deadline, args, doc, save)
+                else:
+                    supervise_model(spec, plan, group_deadline, args, doc, save)
         except KeyboardInterrupt:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second signal must not cut the save
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -388,12 +425,20 @@ def selfcheck(args) -> int:
             if e.which != "compile":
                 fails.append(f"compile limit raised {e.which!r}")
         limits.disarm()
+        if not args.selfcheck_full:
+            return _selfcheck_result(fails)
 
         # the supervisor on a tiny model: a worker that crashes in torch.compile's first call
         # must leave eager and danlu measured; one that hangs must be killed at the deadline
         # (torch.compile itself is never called, to keep this quick)
         for hook, budget, backends, expect in (
             ("crash:torch", 240, ["eager", "torch", "danlu"], {"eager": "ok", "torch": "crash"}),
+            (
+                "crash:torch+together",
+                240,
+                ["eager", "torch", "danlu"],
+                {"eager": "ok", "torch": "crash"},
+            ),
             ("hang:danlu", 60, ["eager", "danlu"], {"eager": "skipped", "danlu": "timeout"}),
             ("slow:danlu", 240, ["eager", "danlu"], {"eager": "ok", "danlu": "timeout"}),
         ):
@@ -401,7 +446,9 @@ def selfcheck(args) -> int:
             sub.small, sub.device, sub.iters, sub.warmup, sub.grace = True, "cpu", 3, 1, 3
             sub.compile_timeout = 5 if hook.startswith("slow") else None
             sub.time_budget, sub.deadline, sub.inprocess = budget, None, False
-            sub.out = str(tmp / hook.replace(":", "_"))
+            sub.together, sub.min_worker_time = hook.endswith("+together"), 5
+            sub.out = str(tmp / hook.replace(":", "_").replace("+", "_"))
+            name, hook = hook, hook.split("+")[0]
             os.environ[SELFCHECK_HOOK] = hook
             try:
                 doc = orchestrate(sub, ["selfcheck_mlp"], ["train"], backends)
@@ -410,10 +457,16 @@ def selfcheck(args) -> int:
             got = {r["backend"]: r["status"] for r in doc["records"]}
             for b, status in expect.items():
                 if got.get(b) != status:
-                    fails.append(f"{hook}: {b} is {got.get(b)!r}, expected {status!r} ({got})")
+                    fails.append(f"{name}: {b} is {got.get(b)!r}, expected {status!r} ({got})")
+            if hook == "crash:torch" and got.get("danlu") in ("crash", "skipped", None):
+                fails.append(f"{name}: danlu did not run after torch's worker died ({got})")
             if sorted(got) != sorted(backends):
-                fails.append(f"{hook}: records for {sorted(got)}, expected {sorted(backends)}")
-            log(f"supervisor with {hook}: {got}")
+                fails.append(f"{name}: records for {sorted(got)}, expected {sorted(backends)}")
+            log(f"supervisor with {name}: {got}")
+    return _selfcheck_result(fails)
+
+
+def _selfcheck_result(fails: list[str]) -> int:
     for f in fails:
         print("SELFCHECK FAIL:", f)
     print("selfcheck:", "ok" if not fails else f"{len(fails)} failures")
@@ -464,9 +517,26 @@ def main(argv=None) -> int:
     ap.add_argument("--tol-train", type=float, default=1e-2)
     ap.add_argument("--tol-infer", type=float, default=1e-3)
     ap.add_argument("--no-fp64", action="store_true", help="no float64 reference (cosine rule)")
+    ap.add_argument(
+        "--together",
+        action="store_true",
+        help="all backends in one worker, timed three-way interleaved (default: each compiler "
+        "in a worker of its own, interleaved with eager)",
+    )
+    ap.add_argument(
+        "--min-worker-time",
+        type=float,
+        default=60.0,
+        help="seconds of a model's budget kept for each later worker of that model",
+    )
     ap.add_argument("--inprocess", action="store_true", help="no worker processes (debugging)")
     ap.add_argument("--merge", nargs="+", metavar="DIR", help="combine results of several runs")
-    ap.add_argument("--selfcheck", action="store_true")
+    ap.add_argument("--selfcheck", action="store_true", help="table, merge, accuracy rule")
+    ap.add_argument(
+        "--selfcheck-full",
+        action="store_true",
+        help="also the supervisor with workers that crash, hang or compile slowly (minutes)",
+    )
     ap.add_argument("--list", action="store_true", help="print the models and their sizes")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--plan", help=argparse.SUPPRESS)
@@ -476,7 +546,7 @@ def main(argv=None) -> int:
     if args.worker:
         worker_main(args)
         return 0
-    if args.selfcheck:
+    if args.selfcheck or args.selfcheck_full:
         return selfcheck(args)
     if args.merge:
         docs = [report.load(pathlib.Path(d)) for d in args.merge]

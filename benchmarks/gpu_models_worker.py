@@ -496,6 +496,7 @@ def run_mode(model, mode, backends, base, inputs, opts: Opts, emit: Emitter, lim
                 times_ms=[round(t * 1e3, 4) for t in v.times],
                 iters=len(v.times),
                 speedup=eager_med / med,
+                eager_median_ms=eager_med * 1e3,  # the reference this speedup is against
                 **{k: v.record[k] for k in v.record if k not in ("status",)},
             )
     except BudgetExceeded:
