@@ -86,6 +86,19 @@ def test_graph_break_resumes_in_a_generated_function(capsys):
     assert ef.cache_entries(resume_code)  # the hook compiled the resume function
 
 
+def nested_call(x):
+    return torch.add(x, print("n") or x) * 2
+
+
+def test_break_inside_a_call_in_progress_resumes():
+    # torch.add's call is in progress (its NULL slot is on the stack) when print breaks: the
+    # stack below the break stays in temporaries and the resume function pushes the NULL.
+    ctx = _run_both(nested_call, torch.randn(3))
+    assert _kinds(ctx) == ["resume", "return"] and not ctx.eager_reasons
+    resume_code = next(c for c in RESUME_OF if RESUME_OF[c][0] is nested_call.__code__)
+    assert True in RESUME_OF[resume_code][2]  # a NULL slot in its stack layout
+
+
 def looped(x, n):
     for i in range(n):
         x = x * 1.5
@@ -115,14 +128,17 @@ def in_try(x):
     return y + 1
 
 
-def nested_call(x):
-    return torch.add(x, print("n") or x) * 2
+def branch_in_loop(x):
+    for _ in range(2):
+        if x.max():  # (no comparison: on 3.11 a COMPARE_OP is fused with the jump after it)
+            x = x - 1
+    return x
 
 
 @pytest.mark.parametrize(
     "f,why",
-    [(in_try, "inside a try/with block"), (nested_call, "NULL slot")],
-    ids=["try", "call_in_progress"],
+    [(in_try, "inside a try/with block"), (branch_in_loop, "branch inside a loop")],
+    ids=["try", "branch_in_loop"],
 )
 def test_break_without_a_resume_function_runs_the_rest_eagerly(f, why):
     ctx = _run_both(f, torch.randn(3))
@@ -255,3 +271,33 @@ def test_segment_path_is_still_selectable():
     config.capture_path = "segments"
     ctx = _run_both(brk, torch.randn(3))
     assert _kinds(ctx) == ["break", "return"]
+
+
+def branch(x):
+    y = x * 2
+    if y.sum() > 0:  # data-dependent: the branch runs in plain Python
+        z = y + 1
+    else:
+        z = y - 1
+    return z * 3
+
+
+def branch_none(x, bias):
+    y = x.cos()
+    if bias is not None and y.max():
+        return y + bias
+    return y
+
+
+def test_data_dependent_branch_resumes_on_either_side():
+    opt = danlu_dynamo.optimize("eager")(branch)
+    for x in (torch.ones(3), -torch.ones(3), torch.ones(3), -torch.ones(3)):
+        assert torch.equal(opt(x), branch(x))
+    ctx = opt._capture_ctx
+    assert _kinds(ctx) == ["resume", "return", "return"] and not ctx.eager_reasons
+    resumed = {RESUME_OF[c][1] for c in RESUME_OF if RESUME_OF[c][0] is branch.__code__}
+    assert len(resumed) == 2  # one resume function per side of the branch
+    opt2 = danlu_dynamo.optimize("eager")(branch_none)
+    for x, bias in ((torch.ones(3), None), (torch.ones(3), torch.ones(3))):
+        for _ in range(2):
+            assert torch.equal(opt2(x, bias), branch_none(x, bias))

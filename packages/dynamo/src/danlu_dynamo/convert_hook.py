@@ -37,6 +37,7 @@ from .capture.frame_codegen import (
 )
 from .capture.output_graph import OutputGraph, Rebuilder
 from .capture.runner_codegen import RunnerBuilder
+from .capture.runtime_values import NULL
 from .capture.source import FrameValues
 from .capture.translator import BreakAt, instructions_of, root_translator
 from .capture.variables.base import NullVar
@@ -117,7 +118,8 @@ def callback(frame, cache_size):
 
 def compile_frame(ctx, frame, cache_size):
     frame_code = frame.f_code
-    original, start, n_stack = RESUME_OF.get(frame_code, (frame_code, 0, 0))
+    original, start, layout = RESUME_OF.get(frame_code, (frame_code, 0, ()))
+    n_stack = len(layout)
     # The C cache is per code object and shared by every optimize() context (each entry's
     # check starts with "is my context the active one"); the recompile limit is per context.
     n = ctx.entry_counts.get(frame_code, 0)
@@ -130,6 +132,9 @@ def compile_frame(ctx, frame, cache_size):
     f_locals = dict(frame.f_locals)
     for name in frame_code.co_freevars:
         f_locals.pop(name, None)
+    for i, null in enumerate(layout):  # NULL slots of calls in progress: pushed by the code
+        if null:
+            f_locals[f"___stack{i}"] = NULL
     closure = frame.closure or ()
     n_own = len(original.co_cellvars)
     if frame_code is original:
@@ -292,7 +297,10 @@ def _emit_break(ctx, frame_code, frame, out, tx, entry, reason):
         log_breaks.info("graph break at %s: %s", reason.user_loc, reason.reason)
     else:
         entry.kind = "continue"
-        code = plan.emit(frame_code, runner, tx.kw_names, resume=False)
+        try:
+            code = plan.emit(frame_code, runner, tx.kw_names, resume=False)
+        except ValueError as e:  # e.g. 3.11: the break sits right after a fused COMPARE_OP
+            raise Unsupported(f"cannot continue in plain Python at the break: {e}") from e
         msg = f"{reason.user_loc}: the rest of the frame runs eagerly ({plan.resume_reason})"
         ctx.eager_reasons.append(msg)
         log_breaks.info("graph break at %s: %s; %s", reason.user_loc, reason.reason, msg)

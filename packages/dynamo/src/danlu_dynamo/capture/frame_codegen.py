@@ -59,7 +59,7 @@ MAX_RESUME_NESTING = 150
 
 _disassembled: dict = {}
 _resume_codes: dict = {}
-# resume code -> (original code, offset it resumes at, number of stack arguments)
+# resume code -> (original code, offset it resumes at, stack layout: True where a NULL slot)
 RESUME_OF: dict = {}
 
 
@@ -187,76 +187,123 @@ class BreakPlan:
         live = live_locals_at(insts, self.target, ignore=ignore)
         self.stored_locals = [n for n in original.co_varnames if n in live and n in bound_locals]
         self.stack_nulls = list(stack_nulls)
+        self.branch = _branch_kind(self.instr.opname)  # (truth or is_none, "if"|"none")
         self.resume_reason = self._resumable()
         self.resumable = self.resume_reason is None
         if self.resumable:
-            live_after = live_locals_at(insts, self.successor, ignore=ignore)
-            self.resume_locals = [n for n in self.stored_locals if n in live_after]
+            self.resume_locals = self._live_after(self.successor)
+            if self.branch is not None:
+                self.taken_locals = self._live_after(self.instr.target)
+
+    def _live_after(self, ins):
+        ignore = set(self.original.co_cellvars) | set(self.original.co_freevars)
+        live = live_locals_at(_instructions(self.original), ins, ignore=ignore)
+        return [n for n in self.stored_locals if n in live]
 
     def _resumable(self):
         ins = self.instr
-        pushes = _PUSHES.get(ins.opname)
-        if pushes is None:
-            return f"a resume function cannot follow {ins.opname}"
+        if self.branch is not None:  # a data-dependent branch: one resume function per side
+            if in_loop(self.original, ins.offset):
+                return "a data-dependent branch inside a loop"
+            pushes, pops = 0, 1
+            after = [self.successor, ins.target]
+        else:
+            pushes = _PUSHES.get(ins.opname)
+            if pushes is None:
+                return f"a resume function cannot follow {ins.opname}"
+            after = [self.successor]
         if self.successor is None:
             return "nothing follows the break"
-        if _in_try(self.original, ins.offset) or _in_try(self.original, self.successor.offset):
+        if any(_in_try(self.original, i.offset) for i in [ins, *after]):
             return "the break is inside a try/with block"
-        if ins.opname == "CALL":  # callable + NULL/self + arguments (3.11: PRECALL's too)
-            pops = ins.arg + 2
-        else:
-            pops = pushes - dis.stack_effect(ins.opcode, ins.arg, jump=False)
-        below = self.stack_nulls[: len(self.stack_nulls) - pops]
-        if any(below):
-            return "a call in progress (NULL slot) is on the stack below the break"
-        self.n_after = len(below) + pushes
+        if self.branch is None:
+            if ins.opname == "CALL":  # callable + NULL/self + arguments (3.11: PRECALL's too)
+                pops = ins.arg + 2
+            else:
+                pops = pushes - dis.stack_effect(ins.opcode, ins.arg, jump=False)
+        # Below the break's operands the stack stays in temporaries (NULL slots of calls in
+        # progress included: the resume function pushes those itself).
+        self.n_below = len(self.stack_nulls) - pops
+        self.n_results = pushes
+        if self.n_below < 0:
+            return "the stack at the break is shallower than its instruction needs"
+        nulls = self.stack_nulls[: self.n_below] + [False] * pushes
+        self.resume_stack = [None if null else f"___stack{i}" for i, null in enumerate(nulls)]
         return None
 
-    def resume_code(self):
-        key = (self.original, self.successor.offset, self.n_after, tuple(self.resume_locals))
+    def resume_code(self, at, live):
+        layout = tuple(x is None for x in self.resume_stack)
+        key = (self.original, at.offset, layout, tuple(live))
         code = _resume_codes.get(key)
         if code is None:
             code = make_resume_code(
                 self.original,
-                self.successor.offset,
-                stack=[f"___stack{i}" for i in range(self.n_after)],
-                live_locals=self.resume_locals,
-                name=f"__resume_{self.original.co_name}_at_{self.successor.offset}",
+                at.offset,
+                stack=self.resume_stack,
+                live_locals=live,
+                name=f"__resume_{self.original.co_name}_at_{at.offset}",
             )
             _resume_codes[key] = code
-            RESUME_OF[code] = (self.original, self.successor.offset, self.n_after)
+            RESUME_OF[code] = (self.original, at.offset, layout)
         return code
+
+    def _call_resume(self, frame_code, temps, at, live):
+        """``return resume(stack values below, results, live locals)``."""
+        fn = b.new_function(self.resume_code(at, live), cell_names(frame_code))
+        args = [b.load_local(t) for t in temps]
+        args += [b.load_local(n) for n in live]
+        return b.call(fn, args) + b.return_value()
 
     def emit(self, frame_code, runner, kw_names, *, resume: bool):
         """The transformed code for ``frame_code`` (the original or one of its resume
         functions). ``runner`` returns the non-NULL stack values then ``stored_locals``."""
         original = self.original
-        temps = [f"___s{i}" for i, null in enumerate(self.stack_nulls) if not null]
+        slot_temps = [None if null else f"___s{i}" for i, null in enumerate(self.stack_nulls)]
         entry = function_prologue(frame_code.co_cellvars, frame_code.co_freevars)
         entry += _call_runner(frame_code, runner)
-        entry += b.unpack_to_locals(temps + self.stored_locals)
-        it = iter(temps)
-        for null in self.stack_nulls:
-            entry += b.push_null() if null else b.load_local(next(it))
+        entry += b.unpack_to_locals([t for t in slot_temps if t] + self.stored_locals)
+
+        def push(temps):
+            out = []
+            for t in temps:
+                out += b.push_null() if t is None else b.load_local(t)
+            return out
+
         body = None
         need_body = not resume
         tail = []
-        if resume:
-            tail += self._copy_break_instruction(kw_names)
-            resume_fn = b.new_function(self.resume_code(), cell_names(frame_code))
-            call = b.call_and_return(
-                resume_fn, self.n_after, self.resume_locals, stack_temp_prefix="___r"
-            )
-            if in_loop(original, self.offset):
-                _, body, _ = _split_at(original, self.successor.offset)
-                succ = next(i for i in body if i.offset == self.successor.offset)
-                tail += b.call(b.load_const(_shallow), [])
-                tail += b.pop_jump_if(False, succ)
-                need_body = True
-            tail += call
-        else:
+        if not resume:
             _, body, target = _split_at(original, self.target.offset)
-            tail += b.jump_to(target)
+            tail += push(slot_temps) + b.jump_to(target)
+        else:
+            below = slot_temps[: self.n_below]
+            passed = [t for t in below if t]
+            tail += push(slot_temps[self.n_below :])  # the break instruction's operands
+            if self.branch is not None:
+                taken = self._call_resume(frame_code, passed, self.instr.target, self.taken_locals)
+                value, kind = self.branch
+                jump = b.pop_jump_if_none if kind == "none" else b.pop_jump_if
+                tail += jump(value, taken[0])
+                tail += self._call_resume(frame_code, passed, self.successor, self.resume_locals)
+                tail += taken
+            else:
+                results = [f"___r{i}" for i in range(self.n_results)]
+                tail += self._copy_break_instruction(kw_names)
+                tail += b.store_locals(results) if results else []
+                call = self._call_resume(
+                    frame_code, passed + results, self.successor, self.resume_locals
+                )
+                if in_loop(original, self.offset):
+                    # Deep in nested resume calls: continue the loop here in plain Python.
+                    _, body, _ = _split_at(original, self.successor.offset)
+                    succ = next(i for i in body if i.offset == self.successor.offset)
+                    deep = push(below + results) + b.jump_to(succ)
+                    tail += b.call(b.load_const(_shallow), [])
+                    tail += b.pop_jump_if(False, deep[0])
+                    tail += call + deep
+                    need_body = True
+                else:
+                    tail += call
         _located(entry + tail, self.instr.positions)
         if need_body:
             bound = set(arg_names(frame_code)) | set(self.stored_locals)
@@ -271,6 +318,20 @@ class BreakPlan:
         (copy,) = clone_instructions([ins])
         copy.exn_entry = None
         return [copy]
+
+
+def _branch_kind(opname):
+    """``(value, "if")`` for jumps taken when the popped value's truth is ``value``,
+    ``(is_none, "none")`` for the None tests; None for other instructions."""
+    if not opname.startswith("POP_JUMP_") or "_IF_" not in opname:
+        return None
+    cond = opname.rsplit("_IF_", 1)[1]
+    return {
+        "TRUE": (True, "if"),
+        "FALSE": (False, "if"),
+        "NONE": (True, "none"),
+        "NOT_NONE": (False, "none"),
+    }[cond]
 
 
 def function_for(code, f_globals, closure=None):
