@@ -57,13 +57,25 @@ _applied_limit: list = [None]
 
 
 def apply_recompile_limit(limit: int) -> None:
-    """Hand `recompile_limit` to danlu-dynamo: the frame hook's per-code cache limit and the
-    segment path's per-offset limit (danlu-dynamo has no config entry for it yet)."""
-    from danlu_dynamo import convert_frame, eval_frame
+    """Hand `recompile_limit` to danlu-dynamo, which has no setting for it yet: the per-context
+    limit of its frame-hook path, the per-offset limit of its segment path, and a C cache large
+    enough to hold that many entries per code object."""
+    import importlib
 
-    eval_frame.set_cache_limit(limit)
-    if hasattr(convert_frame, "RECOMPILE_LIMIT"):
-        convert_frame.RECOMPILE_LIMIT = limit
+    from danlu_dynamo import config as dynamo_config
+    from danlu_dynamo import eval_frame
+
+    if hasattr(dynamo_config, "recompile_limit"):
+        dynamo_config.recompile_limit = limit
+    for name in ("danlu_dynamo.convert_hook", "danlu_dynamo.convert_frame"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "RECOMPILE_LIMIT"):
+            module.RECOMPILE_LIMIT = limit
+    if eval_frame.get_cache_limit() < limit:
+        eval_frame.set_cache_limit(limit)
     _applied_limit[0] = limit
 
 
