@@ -258,23 +258,33 @@ def plot(doc: dict, path: pathlib.Path) -> bool:
     comps = [b for b in BACKENDS if b != "eager" and any(k[2] == b for k in recs)]
     if not cases or not comps:
         return False
-    fig, ax = plt.subplots(figsize=(max(6, len(cases) * 1.1), 4))
+    fig, ax = plt.subplots(figsize=(max(6, len(cases) * 0.9), 4.5))
     width = 0.8 / len(comps)
+    values = [r["speedup"] for r in recs.values() if passing(r) and r["backend"] != "eager"]
+    log_scale = bool(values) and max(values) / min(values) > 8
+    if log_scale:
+        ax.set_yscale("log", base=2)
+    bottom = min([1.0, *values]) / 1.5 if log_scale else 0.0
     for i, b in enumerate(comps):
-        xs = [j + i * width for j in range(len(cases))]
-        vals = []
+        xs, ys = [], []
         for j, case in enumerate(cases):
+            x = j + i * width
             r = recs.get((*case, b))
-            vals.append(r["speedup"] if r and passing(r) else 0.0)
-            if r and not passing(r):
-                label = r["status"] if r["status"] != "ok" else "acc"
-                ax.text(xs[j], 0.02, label, rotation=90, fontsize=6, ha="center", va="bottom")
-        ax.bar(xs, vals, width, label=BACKENDS[b])
+            if r and passing(r):
+                xs.append(x)
+                ys.append(r["speedup"])
+                ax.text(
+                    x, r["speedup"], f"{r['speedup']:.2f}", fontsize=6, ha="center", va="bottom"
+                )
+            elif r:
+                label = r["status"] if r["status"] != "ok" else "acc fail"
+                ax.text(x, bottom, label, rotation=90, fontsize=6, ha="center", va="bottom")
+        ax.bar(xs, ys, width, label=BACKENDS[b], bottom=None)
     ax.axhline(1.0, color="gray", lw=0.8)
     ax.set_xticks([j + width * (len(comps) - 1) / 2 for j in range(len(cases))])
-    ax.set_xticklabels([f"{m}\n{mode}" for m, mode in cases], fontsize=7)
-    ax.set_ylabel("speedup over eager")
-    ax.set_title("GPU model suite (bars at 0: failed or not run)", fontsize=9)
+    ax.set_xticklabels([f"{m.split('_patch')[0]}\n{mode}" for m, mode in cases], fontsize=7)
+    ax.set_ylabel("speedup over eager" + (" (log scale)" if log_scale else ""))
+    ax.set_title("GPU model suite: speedup over eager (no bar: failed or not run)", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
