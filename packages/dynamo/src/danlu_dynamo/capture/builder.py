@@ -86,6 +86,9 @@ def wrap_value(out, value, source):
         if value is torch.set_grad_enabled:
             return TorchFnVar(value, source)
         return ClassVar(value, source)
+    if type(value) is list and source is not None:
+        g.type_match(src, value)  # length and items: guarded when the trace reads them
+        return ListVar.append_only(out, value, source)
     if (
         isinstance(value, (tuple, list))
         and type(value) in (tuple, list)

@@ -394,6 +394,16 @@ class Rebuilder:
                     out.append((_pair(obj, val), lambda p, n=name: setattr(p[0], n, p[1])))
                 for name in var.deleted:
                     out.append((obj, lambda o, n=name: delattr(o, n)))
+            elif isinstance(var, ListVar) and var.lazy is not None:
+                # only appended to: extend the list as it is at run time
+                obj = self.from_source(var.source)
+                items = [self.rebuild(i) for i in var.appended]
+                out.append(
+                    (
+                        _pair(obj, lambda ctx, items=items: [i(ctx) for i in items]),
+                        lambda p: p[0].extend(p[1]),
+                    )
+                )
             elif isinstance(var, ListVar):
                 obj = self.from_source(var.source)
                 items = [self.rebuild(i) for i in var.items]

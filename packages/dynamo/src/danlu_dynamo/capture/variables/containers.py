@@ -95,6 +95,8 @@ class SeqVar(Var):
         return lambda ctx: t([p(ctx) for p in parts])
 
     def __repr__(self):
+        if getattr(self, "lazy", None) is not None:
+            return f"list(append-only, {self.source})"
         return f"{self.py_type.__name__}{self.items!r}"
 
 
@@ -105,14 +107,54 @@ class TupleVar(SeqVar):
 class ListVar(SeqVar):
     py_type = list
 
+    # A list from the frame state starts *append-only*: its length and items are neither read
+    # nor guarded until the trace first reads them (``items``); appends before that are replayed
+    # as ``extend`` on the list as it is then, so a list that only grows does not recompile.
+    lazy = None  # (OutputGraph, the real list) while append-only
+    appended: list
+
     def __init__(self, items, source=None, py_type=None):
         super().__init__(items, source, py_type)
         self.mutated = False
+        self.appended = []
+
+    @classmethod
+    def append_only(cls, out, value, source):
+        var = cls([], source)
+        var.lazy = (out, value)
+        return var
+
+    @property
+    def items(self):
+        if self.lazy is not None:
+            out, value = self.lazy
+            self.lazy = None
+            out.guards.length(self.source.expr, value)
+            self._items = [
+                out.wrap(v, self.source.item(i)) for i, v in enumerate(value)
+            ] + self.appended
+            self.appended = []
+        return self._items
+
+    @items.setter
+    def items(self, value):
+        self._items = value
 
     def is_const(self):
         return False
 
     def call_method(self, tx, name, args, kwargs):
+        if self.lazy is not None and name in ("append", "extend", "__iadd__"):
+            if len(args) != 1 or kwargs:
+                raise Unsupported(f"list.{name} arguments")
+            new = [args[0]] if name == "append" else args[0].unpack(tx)
+            tx.output.side_effects.mutate(self)
+            self.mutated = True
+            if self.lazy is not None:
+                self.appended.extend(new)
+            else:  # reading the argument read this list (``lst.extend(lst)``)
+                self._items.extend(new)
+            return self if name == "__iadd__" else ConstVar(None)
         mutating = {
             "append",
             "extend",

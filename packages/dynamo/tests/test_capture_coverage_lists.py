@@ -1,0 +1,80 @@
+"""Lists from the frame state that the trace only appends to are guarded on their type alone
+(length and items are guarded only once read), so a list that grows on every call does not
+recompile; the appends are replayed onto the list as it is at run time."""
+
+import torch
+
+import danlu_dynamo
+
+_log: list = []
+
+
+def append_to_global(x):
+    y = x.sin()
+    _log.append(y)
+    _log.extend([x.shape[0], "tag"])
+    return y * 2
+
+
+def test_global_list_that_only_grows_does_not_recompile():
+    _log.clear()
+    ref_log = []
+    opt = danlu_dynamo.optimize("eager")(append_to_global)
+    for shape in [(4,), (4,), (4,), (4,), (3, 2), (3, 2)]:
+        x = torch.randn(shape)
+        got = opt(x)
+        ref = x.sin() * 2
+        ref_log += [x.sin(), x.shape[0], "tag"]
+        assert torch.equal(got, ref)
+        assert len(_log) == len(ref_log)
+        for a, b in zip(_log, ref_log, strict=True):
+            assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+    ctx = opt._capture_ctx
+    assert not ctx.breaks and not ctx.eager_reasons
+    graphs = [r for r in ctx.records if r.num_ops > 0]
+    assert len(graphs) == 2, len(graphs)  # one per shape, not one per call
+
+
+def append_then_read(x, acc):
+    acc.append(x * 2)
+    acc += [x + 1]
+    n = len(acc)  # reads the list: from here on its length is guarded
+    acc.extend(acc[-2:])
+    return x * n + acc[0]
+
+
+def test_list_read_after_appends_is_exact():
+    opt = danlu_dynamo.optimize("eager")(append_then_read)
+    for shape in [(4,), (2, 3)]:
+        for start in ([], [torch.ones(shape)]):
+            x = torch.randn(shape)
+            ref_acc, got_acc = list(start), list(start)
+            ref = append_then_read(x, ref_acc)
+            got = opt(x, got_acc)
+            assert torch.equal(ref, got)
+            assert len(ref_acc) == len(got_acc)
+            assert all(torch.equal(a, b) for a, b in zip(ref_acc, got_acc, strict=True))
+    assert not opt._capture_ctx.breaks
+
+
+def append_across_a_break(x, acc):
+    acc.append(x + 1)
+    print("break")
+    acc.append(len(acc))
+    acc.extend(acc)  # reads itself
+    return x * len(acc)
+
+
+def test_appends_across_a_break_and_self_extend():
+    opt = danlu_dynamo.optimize("eager")(append_across_a_break)
+    for shape in [(4,), (2, 3)]:
+        x = torch.randn(shape)
+        ref_acc, got_acc = [0], [0]
+        ref = append_across_a_break(x, ref_acc)
+        for _ in range(2):
+            got_acc = [0]
+            got = opt(x, got_acc)
+            assert torch.equal(ref, got)
+            assert len(ref_acc) == len(got_acc)
+            for a, b in zip(ref_acc, got_acc, strict=True):
+                assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
