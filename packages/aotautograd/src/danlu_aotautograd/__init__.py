@@ -1,6 +1,6 @@
 """Ahead-of-time autograd: joint forward/backward tracing at ATen level, functionalization and partitioning."""
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.2.0.dev0"
 
 from danlu_aotautograd.api import (  # noqa: E402
     AotFunction,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from collections.abc import Callable
@@ -17,6 +18,8 @@ from danlu_aotautograd.runtime.boxed import BoxedGraph
 from danlu_aotautograd.runtime.compiled_function import CompiledProgram
 
 Compiler = Callable[[fx.GraphModule, list], Callable]
+
+log = logging.getLogger("danlu_aotautograd")
 
 
 def _resolve_decompositions(decompositions) -> dict:
@@ -51,12 +54,61 @@ def _input_key(x):
         return ("I", id(x))
 
 
+def _all_dims(index: int, t: torch.Tensor):
+    return tuple(range(t.dim())) or None
+
+
+def _dims_plan(dynamic) -> Callable | None:
+    """``dynamic`` as a function ``(tensor index, tensor) -> dims or None``."""
+    if dynamic is False or dynamic is None:
+        return None
+    if dynamic is True:
+        return _all_dims
+    if callable(dynamic):
+        return dynamic
+    raise TypeError(
+        f"dynamic must be a bool or a callable (index, tensor) -> dims, got {dynamic!r}"
+    )
+
+
+class BoundProgram:
+    """A dynamic-shape compilation bound to one set of input sizes (its symbol values)."""
+
+    def __init__(self, compiled: CompiledProgram, binding: dict):
+        self.compiled = compiled
+        self.binding = binding
+
+    def __call__(self, flat: list):
+        return self.compiled(flat, self.binding)
+
+    def __getattr__(self, name):
+        return getattr(self.compiled, name)
+
+
+def _size_values(tensors: list, dynamic_inputs: dict) -> dict:
+    """``{"primals_i.size(d)": n, "primals_i.stride(d)": s}`` for the inputs traced symbolic."""
+    values = {}
+    for i in dynamic_inputs:
+        t = tensors[i]
+        for d in range(t.dim()):
+            values[f"primals_{i}.size({d})"] = t.shape[d]
+            values[f"primals_{i}.stride({d})"] = t.stride(d)
+    return values
+
+
 class AotFunction:
     """A function compiled ahead of time, retraced for each new input signature.
 
     The signature is: grad mode (training when grad is on and some tensor input requires grad,
     inference otherwise), each tensor's shape, strides, dtype, device and requires_grad, and
     the value of every non-tensor argument.
+
+    With ``dynamic`` (True, or a callable ``(tensor index, tensor) -> dims``) the chosen sizes
+    are traced as symbols: the signature keeps only those tensors' rank, dtype, device and
+    requires_grad, and a compilation is reused for new sizes while the shape guards recorded in
+    its ShapeEnv hold (checked once per new concrete signature). When they fail, it traces
+    again (``stats["retraces"]``, ``retrace_reasons``, and an INFO log on
+    ``danlu_aotautograd``).
     """
 
     def __init__(
@@ -70,6 +122,8 @@ class AotFunction:
         inference_compiler: Compiler | None = None,
         extra_key: Callable[[], tuple] | None = None,
         on_unsupported: str = "raise",
+        dynamic=False,
+        size_args: Callable[[], dict] | None = None,
     ):
         self.fn = fn
         self.fw_compiler = fw_compiler
@@ -81,17 +135,75 @@ class AotFunction:
         self.on_unsupported = on_unsupported
         self.cache: dict = {}
         self.compiled: list[CompiledProgram] = []  # every compilation, oldest first
+        self.dims_for = _dims_plan(dynamic)
+        # non-tensor inputs that are sizes of tensor inputs (a capture's SymInt inputs):
+        # flat position -> (tensor index, dim); traced as that symbolic size
+        self.size_args = size_args
+        self.dynamic_entries: dict = {}  # signature without symbolic sizes -> compilations
+        self.stats = {"traces": 0, "retraces": 0, "guard_checks": 0, "guard_hits": 0}
+        self.retrace_reasons: list[str] = []
 
     def _key(self, flat: list, spec) -> tuple:
         joint = torch.is_grad_enabled() and any(
             isinstance(a, torch.Tensor) and a.requires_grad for a in flat
         )
         extra = self.extra_key() if self.extra_key else ()
-        return (joint, spec, extra, tuple(_input_key(a) for a in flat))
+        inputs = [_input_key(a) for a in flat]
+        if self.dims_for is not None and self.size_args is not None:
+            positions = [k for k, a in enumerate(flat) if isinstance(a, torch.Tensor)]
+            for k, (ti, d) in self.size_args().items():
+                t = flat[positions[ti]]
+                if flat[k] != t.shape[d]:
+                    raise AotNotSupported(
+                        f"input {k} ({flat[k]}) was captured as size {d} of tensor input "
+                        f"{ti}, which is {t.shape[d]} in this call"
+                    )
+                inputs[k] = ("S", ti, d)
+        return (joint, spec, extra, tuple(inputs))
 
-    def compile_for(self, flat: list, spec) -> CompiledProgram | None:
-        """Trace and compile for these inputs (only their metadata is read)."""
-        key = self._key(flat, spec)
+    def _plan(self, flat: list) -> dict:
+        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        plan = {}
+        for i, t in enumerate(tensors):
+            dims = self.dims_for(i, t)
+            if dims is True:
+                dims = tuple(range(t.dim()))
+            if dims:
+                plan[i] = tuple(sorted({d % t.dim() for d in dims}))
+        if self.size_args is not None:
+            for ti, d in self.size_args().values():
+                plan[ti] = tuple(sorted({*plan.get(ti, ()), d}))
+        return plan
+
+    def _dynamic_key(self, key: tuple, flat: list, plan: dict) -> tuple:
+        joint, spec, extra, inputs = key
+        tensors = iter(range(len(flat)))
+        out = []
+        for a, k in zip(flat, inputs):
+            if isinstance(a, torch.Tensor):
+                i = next(tensors)
+                if i in plan:
+                    k = ("D", a.dim(), plan[i], a.dtype, a.device, a.requires_grad)
+            out.append(k)
+        return (joint, spec, extra, tuple(out))
+
+    def compile_for(self, flat: list, spec) -> CompiledProgram | BoundProgram | None:
+        """Trace and compile for these inputs (only their metadata is read; with dynamic
+        shapes, real tensors are needed)."""
+        try:
+            key = self._key(flat, spec)
+        except AotNotSupported as e:
+            if self.on_unsupported == "raise":
+                raise
+            warnings.warn(f"danlu_aotautograd: running eagerly: {e}", stacklevel=3)
+            return None
+        if key in self.cache:
+            return self.cache[key]
+        if self.dims_for is not None:
+            plan = self._plan(flat)
+            if plan:
+                self.cache[key] = self._compile_dynamic(key, flat, spec, plan)
+                return self.cache[key]
         if key not in self.cache:
             try:
                 self.cache[key] = self._compile(flat, spec, joint=key[0])
@@ -102,10 +214,54 @@ class AotFunction:
                 self.cache[key] = None
         return self.cache[key]
 
-    def _compile(self, flat: list, spec, *, joint: bool) -> CompiledProgram:
+    def _compile_dynamic(self, key, flat: list, spec, plan: dict):
+        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        entries = self.dynamic_entries.setdefault(self._dynamic_key(key, flat, plan), [])
+        failed: list[str] = []
+        for compiled in reversed(entries):
+            env = compiled.program.shape_env
+            values = _size_values(tensors, compiled.program.dynamic_inputs)
+            self.stats["guard_checks"] += 1
+            failed = env.failed_guards(values)
+            if not failed:
+                self.stats["guard_hits"] += 1
+                return BoundProgram(compiled, env.bind(values))
+        if entries:
+            shapes = [tuple(tensors[i].shape) for i in sorted(plan)]
+            reason = f"input sizes {shapes}: shape guards failed: {'; '.join(failed)}"
+            self.stats["retraces"] += 1
+            self.retrace_reasons.append(reason)
+            log.info("danlu_aotautograd: tracing again: %s", reason)
+        try:
+            compiled = self._compile(flat, spec, joint=key[0], dynamic_dims=plan)
+        except AotNotSupported as e:
+            if self.on_unsupported == "raise":
+                raise
+            warnings.warn(
+                f"danlu_aotautograd: dynamic shapes unsupported here ({e}); compiling for "
+                "these static shapes",
+                stacklevel=4,
+            )
+            try:
+                return self._compile(flat, spec, joint=key[0])
+            except AotNotSupported as e2:
+                warnings.warn(f"danlu_aotautograd: running eagerly: {e2}", stacklevel=4)
+                return None
+        entries.append(compiled)
+        env = compiled.program.shape_env
+        return BoundProgram(compiled, env.bind(_size_values(tensors, plan)))
+
+    def _compile(self, flat: list, spec, *, joint: bool, dynamic_dims=None) -> CompiledProgram:
         timings = {}
+        self.stats["traces"] += 1
         program = trace_program(
-            self.fn, flat, spec, joint=joint, decompositions=self.decompositions
+            self.fn,
+            flat,
+            spec,
+            joint=joint,
+            decompositions=self.decompositions,
+            dynamic_dims=dynamic_dims,
+            size_args=self.size_args() if dynamic_dims and self.size_args else None,
         )
         timings["trace"] = program.trace_seconds
         if joint:
@@ -159,6 +315,7 @@ def aot_function(
     partition_fn: Callable = min_cut_partition,
     decompositions=None,
     inference_compiler: Compiler | None = None,
+    dynamic=False,
 ) -> AotFunction:
     """Compile ``fn`` ahead of time: trace forward+backward at ATen level, functionalize,
     partition with ``partition_fn`` and hand the graphs to the compilers.
@@ -169,6 +326,11 @@ def aot_function(
     (``ShadowTensor``: shape, strides, dtype and real device). ``decompositions``: ``None``
     (default: keep ATen ops as autograd produced them), ``"canonical"`` or ``"prims"`` (a
     danlu_primtorch table) or a dict ``OpOverload -> fn``.
+
+    ``dynamic``: ``False`` (default) traces again for every new input shape; ``True`` traces
+    every size of every tensor input as a symbol (sizes 0 and 1 stay specialised) and reuses
+    the compilation while its shape guards hold; a callable ``(tensor index, tensor) -> dims``
+    (or None) chooses the symbolic dims per tensor input.
     """
     return AotFunction(
         fn,
@@ -177,6 +339,7 @@ def aot_function(
         partition_fn=partition_fn,
         decompositions=decompositions,
         inference_compiler=inference_compiler,
+        dynamic=dynamic,
     )
 
 
@@ -211,10 +374,31 @@ class AotModule(torch.nn.Module):
         super().__init__()
         self.orig_module = module
         on_unsupported = options.pop("on_unsupported", "raise")
+        user_dims = _dims_plan(options.pop("dynamic", False))
+        self._num_state = 0
+        dynamic = None
+        if user_dims is not None:
+            # parameters and buffers keep static sizes; user inputs follow ``dynamic``
+
+            def dynamic(index, t):
+                if index < self._num_state:
+                    return None
+                return user_dims(index - self._num_state, t)
+
+        user_size_args = options.pop("size_args", None)
+        size_args = None
+        if user_size_args:
+
+            def size_args():  # user positions -> positions after the lifted parameters
+                n = self._num_state
+                return {n + k: (n + ti, d) for k, (ti, d) in user_size_args.items()}
+
         self.aot = AotFunction(
             self._functional_call,
             extra_key=lambda: tuple(m.training for m in module.modules()),
             on_unsupported=on_unsupported,
+            dynamic=dynamic,
+            size_args=size_args,
             **options,
         )
 
@@ -232,6 +416,7 @@ class AotModule(torch.nn.Module):
     def _inputs(self, args, kwargs) -> tuple[list, object]:
         names, state = _module_state(self.orig_module)
         self._names = names
+        self._num_state = len(state)
         return tree_flatten(((state, args, kwargs), {}))
 
     def compile_for(self, *args, **kwargs) -> CompiledProgram | None:
@@ -256,10 +441,14 @@ def aot_module(
     partition_fn: Callable = min_cut_partition,
     decompositions=None,
     inference_compiler: Compiler | None = None,
+    dynamic=False,
 ) -> AotModule:
     """Like aot_function for ``module.forward``; parameters and buffers become graph inputs
     (first, in ``named_parameters`` then ``named_buffers`` order), and buffer updates (e.g.
-    BatchNorm running statistics) are written back to the module after each call."""
+    BatchNorm running statistics) are written back to the module after each call.
+
+    ``dynamic`` applies to the tensors passed to ``forward`` (index ``i`` counts those only);
+    parameters and buffers keep static sizes."""
     return AotModule(
         module,
         fw_compiler=fw_compiler,
@@ -267,6 +456,7 @@ def aot_module(
         partition_fn=partition_fn,
         decompositions=decompositions,
         inference_compiler=inference_compiler,
+        dynamic=dynamic,
     )
 
 
@@ -286,13 +476,25 @@ def aot_graph(
     decompositions=None,
     inference_compiler: Compiler | None = None,
     on_unsupported: str = "raise",
+    dynamic=None,
 ) -> Callable:
     """Compile a captured graph (``gm(*example_inputs)``) now, for the current grad mode.
 
     Returns a callable taking the same flat inputs. Parameters and buffers held by ``gm`` are
     lifted to inputs. A later call under another grad mode or with other input metadata
     compiles again.
+
+    ``dynamic=None`` (default): when some example input carries symbolic sizes (a capture with
+    dynamic shapes; ``node.meta["val"]`` of its placeholders), those dims are traced as symbols
+    at the first call, and SymInt inputs that equal such a size are read from that tensor; the
+    compilation serves every size its shape guards allow. All-static examples compile now, for
+    those shapes. ``True``: every dim of every tensor input symbolic; ``False``: never.
     """
+    described = _described_inputs(gm, example_inputs)
+    symbolic = not all(_static(x) for x in described)
+    if dynamic is None:
+        dynamic = symbolic
+    plan, size_args = _example_plan(described) if dynamic and symbolic else (True, None)
     compiled = AotModule(
         gm,
         fw_compiler=fw_compiler,
@@ -301,17 +503,55 @@ def aot_graph(
         decompositions=decompositions,
         inference_compiler=inference_compiler,
         on_unsupported=on_unsupported,
+        dynamic=plan if dynamic else False,
+        size_args=size_args,
     )
-    if all(_static(x) for x in example_inputs):
+    if not symbolic and not dynamic:
         compiled.compile_for(*example_inputs)
-    # else (symbolic shapes from a capture with dynamic shapes): compile at the first call,
-    # for the concrete shapes seen then, and again for each new signature
+    # else: compile at the first call (dynamic: from real tensors, with symbolic sizes; a
+    # symbolic example without dynamic: for the concrete shapes seen then, per signature)
 
     def run(*args):
         return compiled(*args)
 
     run.aot_module = compiled
     return run
+
+
+def _described_inputs(gm, example_inputs: list) -> list:
+    """The graph's own description of its inputs where it has one (placeholder
+    ``meta["val"]``, or ``meta["example_value"]`` from torch's capture), else the examples."""
+    graph = getattr(gm, "graph", None)
+    if graph is None:
+        return list(example_inputs)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(example_inputs):
+        return list(example_inputs)
+    described = []
+    for n, x in zip(placeholders, example_inputs):
+        val = n.meta.get("val", n.meta.get("example_value"))
+        same_kind = isinstance(val, torch.Tensor) == isinstance(x, torch.Tensor)
+        described.append(val if val is not None and same_kind else x)
+    return described
+
+
+def _example_plan(example_inputs: list):
+    """Which dims of the tensor inputs are symbolic in a capture's example inputs, and which
+    non-tensor inputs are one of those sizes: ``(dims_for, size_args)``."""
+    dims: dict[int, tuple] = {}
+    where: dict[str, tuple[int, int]] = {}  # printed symbolic size -> (tensor index, dim)
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    for i, t in enumerate(tensors):
+        sym = tuple(d for d, s in enumerate(t.shape) if not isinstance(s, int))
+        if sym:
+            dims[i] = sym
+        for d in sym:
+            where.setdefault(str(t.shape[d]), (i, d))
+    size_args = {}
+    for k, x in enumerate(tree_flatten(list(example_inputs))[0]):
+        if isinstance(x, torch.SymInt) and str(x) in where:
+            size_args[k] = where[str(x)]
+    return (lambda i, t: dims.get(i)), (size_args or None)
 
 
 def aot_backend(
@@ -321,10 +561,14 @@ def aot_backend(
     partition_fn: Callable = min_cut_partition,
     decompositions=None,
     inference_compiler: Compiler | None = None,
+    dynamic=None,
 ) -> Callable:
     """A capture backend ``backend(gm, example_inputs) -> callable`` built on aot_graph.
 
     Graphs it cannot trace or functionalize run eagerly, with a warning that says why.
+    ``dynamic`` as in aot_graph (None: symbolic where the capture's example inputs are); a
+    graph that cannot be traced with symbolic sizes is compiled per static shape instead,
+    with a warning.
     """
 
     def backend(gm, example_inputs):
@@ -337,6 +581,7 @@ def aot_backend(
             decompositions=decompositions,
             inference_compiler=inference_compiler,
             on_unsupported="eager",
+            dynamic=dynamic,
         )
 
     backend.fw_compiler = fw_compiler

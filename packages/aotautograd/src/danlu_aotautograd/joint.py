@@ -9,6 +9,11 @@ their memory ("roots"), then the new values of inputs the program writes to.
 How each user-visible output is rebuilt from those lives in ``OutputPlan``: outputs that are
 views of an input or of another output are replayed as views at runtime, so callers see the
 same aliasing as in eager.
+
+Dynamic shapes (``dynamic_dims``): the chosen sizes of the inputs become symbols of a fresh
+danlu_primtorch ``ShapeEnv`` (input ``i``'s sizes and strides are read from the sources
+``primals_i.size(d)`` / ``primals_i.stride(d)``), the trace runs on symbolic fake tensors, and
+the env's guards and input checks say for which inputs the graph is valid.
 """
 
 from __future__ import annotations
@@ -53,6 +58,12 @@ class TracedProgram:
     out_spec: Any
     trace_seconds: float = 0.0
     extra: dict = field(default_factory=dict)
+    shape_env: Any = None  # dynamic shapes: the ShapeEnv holding the symbols and guards
+    dynamic_inputs: dict = field(default_factory=dict)  # tensor index -> symbolic dims
+
+    @property
+    def dynamic(self) -> bool:
+        return self.shape_env is not None
 
     @property
     def num_fw_outputs(self) -> int:
@@ -67,23 +78,79 @@ def _differentiable(t: torch.Tensor) -> bool:
     return t.requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex)
 
 
-def trace_program(fn, flat_args: list, in_spec, *, joint: bool, decompositions=None):
+def _contiguous_strides(shape) -> list:
+    strides, acc = [], 1
+    for n in reversed(list(shape)):
+        strides.append(acc)
+        acc = acc * n
+    return strides[::-1]
+
+
+def symbolic_inputs(flat_args: list, dynamic_dims: dict):
+    """Fake tensors for the tensor entries of ``flat_args`` (``dynamic_dims``: tensor index ->
+    dims made symbolic), in a new FakeTensorMode with a new ShapeEnv."""
+    from danlu_primtorch.fake import FakeTensorMode
+    from danlu_primtorch.symbolic import ShapeEnv
+
+    env = ShapeEnv(duck_shape=False)
+    mode = FakeTensorMode(shape_env=env)
+    fakes = []
+    for a in flat_args:
+        if not isinstance(a, torch.Tensor):
+            continue
+        i = len(fakes)
+        dims = dynamic_dims.get(i)
+        if isinstance(a, ShadowTensor) or a.device.type == "meta":
+            raise AotNotSupported("dynamic shapes are traced from real input tensors")
+        real = a.detach()
+        if dims:
+            fake = mode.from_real(real, dynamic_dims=dims, source=f"primals_{i}")
+        else:
+            fake = mode.fake_empty(real.shape, real.stride(), real.dtype, real.device)
+        fakes.append(fake)
+    return mode, fakes
+
+
+def trace_program(
+    fn,
+    flat_args: list,
+    in_spec,
+    *,
+    joint: bool,
+    decompositions=None,
+    dynamic_dims=None,
+    size_args=None,
+):
     """Trace ``fn(*tree_unflatten(flat_args, in_spec))`` into a TracedProgram.
 
     Tensor entries of ``flat_args`` become ``primals_i`` in order; only their metadata is used,
     so they may be real, meta or fake tensors. Other entries are baked into the graph.
+    ``dynamic_dims`` (tensor index -> dims; real tensors only): trace with those sizes symbolic.
+    ``size_args`` (flat position -> (tensor index, dim)): non-tensor inputs that are traced as
+    that (symbolic) size of that tensor input.
     """
     start = time.perf_counter()
-    tracer = Tracer(decompositions)
+    fake_mode = fakes = None
+    if dynamic_dims is not None:
+        fake_mode, fakes = symbolic_inputs(flat_args, dynamic_dims)
+    tracer = Tracer(decompositions, fake_mode=fake_mode)
     shadows = []
     call_flat = []
     for a in flat_args:
         if isinstance(a, torch.Tensor):
-            s = tracer.placeholder(f"primals_{len(shadows)}", a, joint and a.requires_grad)
+            example = a if fakes is None else fakes[len(shadows)]
+            s = tracer.placeholder(
+                f"primals_{len(shadows)}",
+                example,
+                joint and a.requires_grad,
+                device=a.fake_device if isinstance(a, ShadowTensor) else a.device,
+            )
             shadows.append(s)
             call_flat.append(s)
         else:
             call_flat.append(a)
+    for k, (ti, d) in (size_args or {}).items():
+        call_flat[k] = fakes[ti].shape[d]
     args, kwargs = tree_unflatten(call_flat, in_spec)
     grad_ctx = torch.enable_grad() if joint else torch.no_grad()
     with grad_ctx, tracer.mode:
@@ -99,6 +166,11 @@ def trace_program(fn, flat_args: list, in_spec, *, joint: bool, decompositions=N
             if not isinstance(o, ShadowTensor) or o.tracer is not tracer:
                 if isinstance(o, ShadowTensor):
                     raise AotNotSupported("the program returned a fake tensor from another trace")
+                if isinstance(o, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                    raise AotNotSupported(
+                        f"the program returns a symbolic size ({o}); with dynamic shapes only "
+                        "tensors (and constants) may be returned"
+                    )
                 slots[k] = OutputSlot("const", value=o)
             elif o.root.is_constant:
                 slots[k] = OutputSlot("const", chain=o.chain, value=o.root.constant_value)
@@ -144,7 +216,12 @@ def trace_program(fn, flat_args: list, in_spec, *, joint: bool, decompositions=N
             tangents = []
             with graph.inserting_before(first_op):
                 for j, r in enumerate(diff_roots):
-                    example = torch.empty(r.shape, dtype=r.dtype, device="meta")
+                    if fake_mode is None:
+                        example = torch.empty(r.shape, dtype=r.dtype, device="meta")
+                    else:
+                        example = fake_mode.fake_empty(
+                            r.shape, _contiguous_strides(r.shape), r.dtype, r.fake_device
+                        )
                     tangents.append(
                         tracer.placeholder(
                             f"tangents_{j}", example, False, device=r.fake_device, is_input=False
@@ -173,6 +250,8 @@ def trace_program(fn, flat_args: list, in_spec, *, joint: bool, decompositions=N
         slots=slots,
         out_spec=out_spec,
         trace_seconds=time.perf_counter() - start,
+        shape_env=fake_mode.shape_env if fake_mode is not None else None,
+        dynamic_inputs={i: tuple(d) for i, d in (dynamic_dims or {}).items() if d},
     )
 
 

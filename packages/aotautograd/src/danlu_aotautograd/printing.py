@@ -74,6 +74,9 @@ def format_compiled(compiled) -> str:
         parts.append(format_graph(prog.graph_module, "inference graph"))
     if prog.written_inputs:
         parts.append(f"inputs written back after each call: {prog.written_inputs}")
+    if prog.shape_env is not None:
+        guards = prog.shape_env.format_guards() or "(none)"
+        parts.append("shape guards:\n" + "\n".join("  " + g for g in guards.splitlines()))
     timing = ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in compiled.timings.items())
     parts.append(f"timings: {timing}")
     return "\n\n".join(parts)

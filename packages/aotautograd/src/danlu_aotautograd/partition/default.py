@@ -12,6 +12,7 @@ from danlu_aotautograd.partition.graph_split import (
     Partition,
     ancestors,
     build_partition,
+    is_size_node,
 )
 
 
@@ -20,6 +21,12 @@ def default_partition(joint: fx.GraphModule, *, num_fw_outputs: int) -> Partitio
     the backward reads is saved; backward-only work that needs no tangent runs in backward."""
     parts = JointParts.of(joint, num_fw_outputs)
     forward_side = parts.fw_required | set(parts.primals)
+    # sizes are computed in forward and saved as SymInts (never the tensors they are read from)
+    forward_side |= {
+        n
+        for n in joint.graph.nodes
+        if is_size_node(n) and n not in parts.tangent_dependent and n.op != "output"
+    }
     # items of a multi-output forward op belong to the forward too: tuples cannot be saved
     forward_side |= {
         u

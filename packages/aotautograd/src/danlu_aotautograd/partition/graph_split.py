@@ -1,4 +1,11 @@
-"""Splitting a joint graph into a forward and a backward graph around a set of saved values."""
+"""Splitting a joint graph into a forward and a backward graph around a set of saved values.
+
+With dynamic shapes the joint graph also holds *size nodes* (``meta["val"]`` a ``torch.SymInt``:
+``aten.sym_size.int``, ``operator.mul`` of sizes, ...). The backward gets each size it needs
+either by recomputing it from tensors it has anyway (``sym_size`` of a saved tensor or a
+tangent) or, when that is not possible, as a saved SymInt (a forward output, a backward input,
+a plain ``int`` at run time); sizes never make the forward save a tensor.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +17,31 @@ import torch.fx as fx
 from danlu_aotautograd.tracing.shadow_tensor import ShadowTensor
 from danlu_aotautograd.tracing.tracer import is_random
 
+_SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def hint_int(x) -> int:
+    """An int for a size that may be symbolic: its value for the example inputs (no guard)."""
+    if isinstance(x, torch.SymInt):
+        hint = getattr(x.node, "hint", None)
+        if hint is None:
+            raise RuntimeError(f"symbolic size {x} has no example value")
+        return int(hint)
+    return int(x)
+
 
 def node_bytes(node: fx.Node) -> int:
-    """Bytes of the tensor a node produces (0 for non-tensors)."""
+    """Bytes of the tensor a node produces (0 for non-tensors; symbolic sizes count at their
+    example values)."""
     val = node.meta.get("val")
     if isinstance(val, torch.Tensor):
-        return val.numel() * val.element_size()
+        return hint_int(val.numel()) * val.element_size()
     return 0
+
+
+def is_size_node(node: fx.Node) -> bool:
+    """A node computing a symbolic size (SymInt/SymFloat/SymBool), not a tensor."""
+    return isinstance(node.meta.get("val"), _SYM_TYPES)
 
 
 @dataclass
@@ -111,6 +136,9 @@ class Partition:
         for name in self.saved:
             node = next(n for n in self.forward.graph.nodes if n.name == name)
             val = node.meta.get("val")
+            if isinstance(val, _SYM_TYPES):
+                lines.append(f"  {name}: {type(val).__name__} {val}")
+                continue
             shape = tuple(val.shape) if isinstance(val, ShadowTensor) else "?"
             lines.append(f"  {name}: {shape} {getattr(val, 'dtype', '')} {node_bytes(node)} B")
         return "\n".join(lines)
@@ -120,7 +148,8 @@ def build_partition(
     joint: fx.GraphModule, parts: JointParts, saved: list[fx.Node], method: str, **details
 ) -> Partition:
     order = {n: i for i, n in enumerate(joint.graph.nodes)}
-    saved = sorted(set(saved), key=order.__getitem__)
+    saved = _sizes_from_saved_tensors(set(saved), parts)
+    saved = sorted(saved, key=order.__getitem__)
     randoms = [n for n in joint.graph.nodes if n.op == "call_function" and is_random(n.target)]
     forward = extract_graph(joint, parts.primals, parts.fw_outputs + saved, keep=randoms)
     backward = extract_graph(joint, saved + parts.tangents, parts.grads)
@@ -134,3 +163,25 @@ def build_partition(
         method=method,
         details=details,
     )
+
+
+def _sizes_from_saved_tensors(saved: set[fx.Node], parts: JointParts) -> set[fx.Node]:
+    """Saved size nodes the backward can compute from the tensors it receives (saved values
+    and tangents) are dropped from ``saved``: the backward recomputes them (``sym_size`` of a
+    saved tensor and arithmetic on such sizes). Other size nodes stay saved as SymInts."""
+    available = {n for n in saved if not is_size_node(n)} | set(parts.tangents)
+    computable: dict[fx.Node, bool] = {}
+
+    def can(n: fx.Node) -> bool:
+        if n in available:
+            return True
+        if n in computable:
+            return computable[n]
+        ok = is_size_node(n) and n.op == "call_function"
+        if ok:
+            computable[n] = False  # (no cycles in a DAG; guards recursion on bad input)
+            ok = all(can(a) for a in n.all_input_nodes)
+        computable[n] = ok
+        return ok
+
+    return {n for n in saved if not (is_size_node(n) and can(n))}

@@ -21,6 +21,7 @@ from danlu_aotautograd.partition.graph_split import (
     JointParts,
     Partition,
     build_partition,
+    is_size_node,
     node_bytes,
 )
 from danlu_aotautograd.tracing.tracer import is_random
@@ -54,8 +55,8 @@ def recomputable(node: fx.Node) -> bool:
     if node.op != "call_function":
         return False
     target = node.target
-    if target is operator.getitem:
-        return True
+    if target is operator.getitem or is_size_node(node):
+        return True  # (size nodes: integer arithmetic on sizes)
     if not isinstance(target, torch._ops.OpOverload) or is_random(target):
         return False
     if target in _RECOMPUTABLE or target.is_view:
@@ -77,7 +78,10 @@ def min_cut_partition(joint: fx.GraphModule, *, num_fw_outputs: int) -> Partitio
             continue
         size = node_bytes(n)
         tensor_valued = isinstance(n.meta.get("val"), torch.Tensor)
-        if tensor_valued:
+        if is_size_node(n):
+            # a symbolic size: saving it costs an int, cheaper than any tensor
+            flow.add_edge(n.name + "_in", n.name + "_out", capacity=1)
+        elif tensor_valued:
             # bytes, scaled so that a tie goes to saving an input (alive anyway) over a view
             # or copy of it
             weight = size * 1000 + (0 if n.op == "placeholder" else 1)

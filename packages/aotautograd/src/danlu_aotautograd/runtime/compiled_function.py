@@ -8,17 +8,21 @@
 2. new values of inputs the program wrote to are copied into the caller's tensors;
 3. user outputs are rebuilt: graph outputs, inputs, constants, and views of them replayed
    outside the Function, so aliasing (and gradient flow through it) matches eager.
+
+Dynamic shapes: sizes saved for backward are plain ints between the two graphs; view steps
+replayed on outputs that take symbolic sizes get them evaluated for this call's inputs
+(``binding``: symbol -> value, from the guard check).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 import torch.fx as fx
-from torch.utils._pytree import tree_unflatten
+from torch.utils._pytree import tree_map, tree_unflatten
 
 from danlu_aotautograd.joint import TracedProgram
 from danlu_aotautograd.partition.graph_split import Partition
@@ -34,7 +38,7 @@ class CompiledProgram:
     forward_graph: fx.GraphModule
     timings: dict = field(default_factory=dict)
 
-    def __call__(self, flat_args: list) -> Any:
+    def __call__(self, flat_args: list, binding: dict | None = None) -> Any:
         prog = self.program
         tensors = [a for a in flat_args if isinstance(a, torch.Tensor)]
         if prog.joint:
@@ -56,9 +60,31 @@ class CompiledProgram:
             else:
                 value = slot.value
             for step in slot.chain:
+                if binding is not None:
+                    step = concrete_step(step, binding)
                 value = step.apply(value)
             flat_out.append(value)
         return tree_unflatten(flat_out, prog.out_spec)
+
+
+_SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def concrete_value(x, binding: dict):
+    """A symbolic size's value for this call (``binding``: symbol -> int)."""
+    if not isinstance(x, _SYM_TYPES):
+        return x
+    from danlu_primtorch.symbolic import sym_expr
+
+    v = sym_expr(x).xreplace(binding)
+    if isinstance(x, torch.SymBool):
+        return bool(v)
+    return int(v) if isinstance(x, torch.SymInt) else float(v)
+
+
+def concrete_step(step, binding: dict):
+    args, kwargs = tree_map(lambda a: concrete_value(a, binding), (step.args, step.kwargs))
+    return replace(step, args=tuple(args), kwargs=dict(kwargs))
 
 
 def _as_list(out) -> list:

@@ -1,7 +1,9 @@
 """ShadowTensor: a tensor of metadata only, standing in for a real one while we trace.
 
 It wraps a meta-device tensor (shape, dtype, strides, storage offset) and reports the real
-device, so user code that asks ``x.device`` sees what it would in eager. Ops on it run on the
+device (with dynamic shapes the wrapped tensor is a danlu_primtorch ``FakeTensor`` whose sizes
+and strides are ``torch.SymInt``s of a ``ShapeEnv``; the wrapper carries the same symbolic
+sizes), so user code that asks ``x.device`` sees what it would in eager. Ops on it run on the
 meta tensor. While tracing it also carries the FX node that currently holds its value and the
 alias facts functionalization needs (its alias root and the view steps from that root).
 Outside tracing (``tracer is None``) it is a plain fake value: ``node.meta["val"]`` and the
@@ -15,6 +17,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_map
+
+from danlu_primtorch.fake import FakeTensor
 
 
 class ShadowTensor(torch.Tensor):
@@ -88,9 +92,12 @@ def to_meta(x):
 
 
 def meta_like(t: torch.Tensor) -> torch.Tensor:
-    """An empty meta tensor with ``t``'s shape, strides, storage offset and dtype."""
+    """An empty meta tensor with ``t``'s shape, strides, storage offset and dtype (a symbolic
+    danlu_primtorch FakeTensor is its own metadata and is returned as it is)."""
     if isinstance(t, ShadowTensor):
         return t.elem
+    if isinstance(t, FakeTensor):
+        return t
     if t.device.type == "meta":
         return t
     extent = 1 + t.storage_offset()

@@ -13,6 +13,12 @@ recorded graph is functional:
 - writes to traced inputs are left for the runtime to apply (``Tracer.written_inputs``).
 
 Decompositions (a dict ``OpOverload -> fn``) are applied as ops arrive.
+
+Dynamic shapes: given a danlu_primtorch ``FakeTensorMode`` with a ``ShapeEnv``, the shadows
+wrap symbolic fake tensors, each op's metadata is computed in that mode (branches on sizes
+become the env's guards), and every symbolic size an op takes (``view(x, [s0*s1, 64])``)
+becomes graph nodes computing it from the inputs (``aten.sym_size.int``, ``operator.mul``),
+each with ``meta["val"]`` the ``torch.SymInt`` it stands for.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from danlu_aotautograd.tracing.functional_ops import (
     view_source,
 )
 from danlu_aotautograd.tracing.shadow_tensor import ShadowTensor, fake_of, meta_like
+from danlu_primtorch.fake import DataDependentOutputError, UnsupportedFakeOp
+from danlu_primtorch.tracing.symbolic_values import SYM_TYPES, SymbolicValues
 
 aten = torch.ops.aten
 
@@ -115,8 +123,10 @@ def is_random(func) -> bool:
 
 
 class Tracer:
-    def __init__(self, decompositions: dict | None = None):
+    def __init__(self, decompositions: dict | None = None, fake_mode=None):
         self.graph = fx.Graph()
+        self.fake_mode = fake_mode  # a FakeTensorMode with a ShapeEnv: dynamic shapes
+        self.sym_values = SymbolicValues(self.graph) if fake_mode is not None else None
         self.decompositions = dict(decompositions or {})
         self.constants: dict[str, torch.Tensor] = {}
         self._constant_shadows: dict[int, ShadowTensor] = {}
@@ -135,6 +145,8 @@ class Tracer:
         t = ShadowTensor(elem, device, requires_grad=requires_grad, tracer=self)
         t.node = self.graph.placeholder(name)
         t.node.meta["val"] = ShadowTensor(elem, device)
+        if is_input and self.sym_values is not None:
+            self.sym_values.register_input(t.node, elem)  # sizes are read from inputs
         if is_input:
             t.input_index = len(self.inputs)
             self.inputs.append(t)
@@ -180,13 +192,23 @@ class Tracer:
 
     # ---- recording ------------------------------------------------------------------------
 
+    def sym_arg(self, x):
+        """The graph argument for a symbolic size: the node computing it from the inputs."""
+        if isinstance(x, SYM_TYPES):
+            if self.sym_values is None:
+                raise AotNotSupported(f"a symbolic size ({x}) reached a trace with static shapes")
+            return self.sym_values.node_for(x)
+        return x
+
     def emit(self, func, args, kwargs=None) -> fx.Node:
-        """Record ``func(*args, **kwargs)`` (args hold nodes) and compute its fake value."""
+        """Record ``func(*args, **kwargs)`` (args hold nodes, maybe SymInts) and compute its
+        fake value."""
         kwargs = kwargs or {}
 
         def meta_of(x):
             if isinstance(x, fx.Node):
-                return x.meta["val"].elem
+                val = x.meta["val"]
+                return val.elem if isinstance(val, ShadowTensor) else val
             if isinstance(x, torch.device):
                 return torch.device("meta")
             return x
@@ -199,11 +221,24 @@ class Tracer:
                     break
         device = torch.device(device if device is not None else "cpu")
         try:
-            out = func(*tree_map(meta_of, args), **tree_map(meta_of, kwargs))
+            if self.fake_mode is not None:
+                with self.fake_mode:
+                    out = func(*tree_map(meta_of, args), **tree_map(meta_of, kwargs))
+            else:
+                out = func(*tree_map(meta_of, args), **tree_map(meta_of, kwargs))
         except NotImplementedError as e:
             raise AotNotSupported(
                 f"{func} cannot run on metadata only (no meta kernel): {e}"
             ) from e
+        except DataDependentOutputError as e:
+            raise AotNotSupported(
+                f"{func} has a data-dependent output size ({e}); dynamic shapes cover sizes "
+                "computed from input sizes only"
+            ) from e
+        except UnsupportedFakeOp as e:
+            raise AotNotSupported(str(e)) from e
+        if self.sym_values is not None:
+            args, kwargs = tree_map(self.sym_arg, (tuple(args), dict(kwargs)))
         node = self.graph.call_function(func, tuple(args), dict(kwargs))
         source = user_source()
         if source is not None:
@@ -258,7 +293,7 @@ class Tracer:
         if func in _DATA_DEPENDENT:
             raise AotNotSupported(
                 f"{func} needs tensor data while tracing (data-dependent control flow or "
-                "shape); tracing sees metadata only"
+                "data-dependent size); tracing sees metadata only"
             )
         decomp = self.decompositions.get(func)
         if decomp is not None:
