@@ -28,8 +28,10 @@ def main(out):
             print(" ", k, v.replace("\n", " | ")[-400:])
         for k, v in r.items():
             keys = ("eager_us", "eager_graph_us", "compiled_us", "compiled_graph_us")
-            if any(x in v for x in keys) or k in ("cudagraphs_option", "max_autotune"):
+            if any(x in v for x in keys) or k == "cudagraphs_option":
                 print(" ", k, {x: v.get(x) for x in (*keys, "cudagraphs", "bad_index") if x in v})
+            if k == "max_autotune":
+                print(" ", k, {n: d for n, d in v.items() if isinstance(d, dict)})
         if "opinfo" in r and r["opinfo"].get("ok"):
             op = r["opinfo"]
             fails = {k: v[:1] for k, v in op["failures"].items()}

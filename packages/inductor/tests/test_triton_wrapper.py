@@ -128,3 +128,11 @@ def test_max_autotune_widens_the_candidate_configs(results):
     r = _ok(results["max_autotune"])
     kernels = [k for k in r.values() if isinstance(k, dict)]
     assert kernels and all(k["candidates"] > 3 for k in kernels), r
+
+
+def test_cudagraph_runner_bookkeeping_without_a_gpu(results):
+    """Capture replaced by re-running the call (see triton_wrapper_cases.py)."""
+    r = _ok(results["cudagraph_runner_logic"])
+    assert r["states"][0] == "warm-up", r
+    assert "out of range" in r["bad_index"], r
+    assert r["mutation"].startswith("captured (1x)"), r

@@ -296,6 +296,94 @@ def run_cudagraphs_option():
     return info
 
 
+class _ReplayByRerun:
+    """Stands in for a CUDA graph on CPU: replay() reruns the recorded call on the same
+    static inputs and writes into the outputs it returned at "capture"."""
+
+    def __init__(self, call, static_inputs):
+        self.call, self.static = call, static_inputs
+        self.outs = call(list(static_inputs))
+
+    def replay(self):
+        for o, n in zip(self.outs, self.call(list(self.static))):
+            if isinstance(o, torch.Tensor) and o.data_ptr() != n.data_ptr():
+                o.copy_(n)
+
+
+def run_cudagraph_runner_logic():
+    """The CUDA graph runner's bookkeeping without a GPU (capture replaced by re-running):
+    warm-up, static inputs read in place, copies of the others, results that stay valid,
+    an input that moves (copied from then on), the bounds flag read after replay, inputs
+    mutated in place copied back, the reasons for skipping."""
+    from danlu_inductor import cudagraphs
+    from danlu_inductor.codegen.triton.compile import compile_triton
+    from danlu_inductor.options import validate_options
+
+    def fn(idx, w, x):
+        return (F.embedding(idx, w) * 2 + x).softmax(-1), x.sum()
+
+    def make():
+        return torch.randint(0, 50, (4, 9)), _nc(4, 9, 16)
+
+    w = _nc(50, 16)
+    idx, x = make()
+    from helpers import aten_graph
+
+    opts = validate_options({"cudagraphs": True})
+    c = compile_triton(aten_graph(fn, idx, w, x), [idx, w, x], torch.device("cpu"), opts)
+    assert "_err.item()" not in c.wrapper_source  # no sync inside the captured call
+    runner = cudagraphs.CudaGraphRunner(c, ())
+    runner._record = lambda call, static, device: (lambda g: (g, g.outs))(
+        _ReplayByRerun(call, static)
+    )
+    states, kept = [], []
+    for k in range(7):
+        if k == 4:
+            w = _nc(50, 16)  # the in-place input moves
+        idx, x = make()
+        got = runner(idx, w, x)
+        kept.append((got, [r.clone() for r in fn(idx, w, x)]))
+        states.append(runner.report["cudagraphs"])
+    for got, ref in kept:
+        torch.testing.assert_close(got, ref)
+    assert states[0] == "warm-up" and states[1].startswith("captured (1x); 1 of 3"), states
+    assert states[-1].startswith("captured (2x); 0 of 3"), states
+    try:
+        runner(torch.full((4, 9), 60), w, x)
+        raise AssertionError("bad index did not raise after replay")
+    except IndexError as e:
+        bad = str(e)
+    # an input mutated in place: copied back after each replay
+    g = torch.fx.Graph()
+    a, b = g.placeholder("a"), g.placeholder("b")
+    g.call_function(
+        torch.ops.aten.add_.Tensor, (a, g.call_function(torch.ops.aten.mul.Tensor, (b, 2)))
+    )
+    g.output([g.call_function(torch.ops.aten.mul.Tensor, (b, 3))])
+    gm = torch.fx.GraphModule({}, g)
+    A, B = torch.randn(5), torch.randn(5)
+    c2 = compile_triton(gm, [A.clone(), B], torch.device("cpu"), opts)
+    assert cudagraphs.unsafe_reason(c2, gm, [A, B])[0].startswith("input 0 is on cpu")
+    reason, mutated = cudagraphs.graph_hazards(gm)
+    assert reason is None and mutated == (0,), (reason, mutated)
+    view = torch.fx.Graph()
+    a, b = view.placeholder("a"), view.placeholder("b")
+    v = view.call_function(torch.ops.aten.view.default, (a, [5]))
+    view.call_function(torch.ops.aten.add_.Tensor, (v, b))
+    view.output([b])
+    reason, _ = cudagraphs.graph_hazards(torch.fx.GraphModule({}, view))
+    assert "mutates a view of input a" in reason, reason
+    r2 = cudagraphs.CudaGraphRunner(c2, mutated)
+    r2._record = runner._record
+    for _ in range(4):
+        A, B = torch.randn(5), torch.randn(5)
+        expect = A + 2 * B
+        out = r2(A, B)
+        torch.testing.assert_close(A, expect)
+        torch.testing.assert_close(out[0], 3 * B)
+    return {"states": states, "bad_index": bad, "mutation": r2.report["cudagraphs"]}
+
+
 def run_max_autotune():
     fn = lambda x: torch.softmax(x, -1)  # noqa: E731
     x = torch.randn(512, 700, device=DEVICE)
@@ -325,6 +413,7 @@ def main(mode, out_path):
         "dump",
         "cudagraphs_option",
         "max_autotune",
+        "cudagraph_runner_logic",
     ]
     results = {}
     for name in names:
@@ -342,6 +431,8 @@ def main(mode, out_path):
                 info = run_cudagraphs_option()
             elif name == "max_autotune":
                 info = run_max_autotune()
+            elif name == "cudagraph_runner_logic":
+                info = run_cudagraph_runner_logic()
             else:
                 info = run_case(name)
             results[name] = {"ok": True, **info}

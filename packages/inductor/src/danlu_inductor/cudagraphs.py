@@ -64,6 +64,11 @@ def unsafe_reason(compiled, gm, example_inputs):
             return f"input {i} is a {type(x).__name__}, not a tensor (dynamic shapes)", ()
         if x.device.type != "cuda":
             return f"input {i} is on {x.device} (CUDA graphs need CUDA tensors)", ()
+    return graph_hazards(gm)
+
+
+def graph_hazards(gm):
+    """(why the graph's ops cannot be captured or None, indices of inputs it mutates)."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     index = {n: i for i, n in enumerate(placeholders)}
     mutated = set()

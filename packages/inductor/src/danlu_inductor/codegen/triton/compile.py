@@ -86,6 +86,12 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
             failed = _precompile(backend, fns, path, wrapper, device)
         except KernelFailed as e:
             failed = {e.kernel: (e.origins, e.error)}
+        except Exception as e:  # not tied to one group (e.g. the module fails to import)
+            reason = f"Triton backend: {type(e).__name__}: {str(e)[:300]}"
+            log.warning("danlu_inductor: running the graph eagerly: %s", reason)
+            eager = EagerGraph(gm, reason)
+            eager.report["triton_fallbacks"] = failures
+            return eager
         if not failed:
             break
         new = set()

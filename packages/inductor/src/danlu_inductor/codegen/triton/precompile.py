@@ -14,6 +14,7 @@ still compile for a real target.
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import importlib
 import importlib.util
@@ -94,6 +95,7 @@ def _pool(workers, cuda_device):
         max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(cuda_device,)
     )
     _POOL_KEY = key
+    atexit.register(shutdown)  # stop the workers before the interpreter tears down
     return _POOL
 
 
@@ -123,5 +125,5 @@ def precompile(path, jobs, target=None, cuda_device=None, workers=None):
 def shutdown():
     global _POOL
     if _POOL is not None:
-        _POOL.shutdown(wait=True)
+        _POOL.shutdown(wait=True, cancel_futures=True)
         _POOL = None
