@@ -178,3 +178,13 @@ def test_every_log_topic_reports_something():
         danlu.config.logs = ""
     for topic, names in logs.TOPICS.items():
         assert any(n in names for n in collect.names), (topic, sorted(set(collect.names)))
+
+
+def test_inductor_options_are_checked_and_passed_through():
+    with pytest.raises(ValueError, match="takes a bool"):
+        danlu.compile(lambda x: x, options={"cudagraphs": "yes"})
+    with pytest.raises(ValueError, match="disagree"):
+        danlu.compile(lambda x: x, mode="reduce-overhead", options={"mode": "max-autotune"})
+    f = danlu.compile(lambda x: x.exp() - 1, options={"autotune": False})
+    x = torch.randn(5)
+    torch.testing.assert_close(f(x), x.exp() - 1)
