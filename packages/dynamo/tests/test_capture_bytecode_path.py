@@ -301,3 +301,19 @@ def test_data_dependent_branch_resumes_on_either_side():
     for x, bias in ((torch.ones(3), None), (torch.ones(3), torch.ones(3))):
         for _ in range(2):
             assert torch.equal(opt2(x, bias), branch_none(x, bias))
+
+
+seen = []
+
+
+def bound_method_on_the_stack(x):
+    h = torch.relu(x)
+    seen.append(float(h.sum()))  # breaks at float(); list.append is on the stack below
+    return h * 2
+
+
+def test_resume_function_falls_back_to_the_segment_path_when_its_stack_cannot_be_traced():
+    ctx = _run_both(bound_method_on_the_stack, torch.randn(4))
+    assert _kinds(ctx)[0] == "resume"
+    assert any("__resume_" in r and "segment path" in r for r in ctx.fallbacks), ctx.fallbacks
+    assert len(seen) == 4

@@ -4,7 +4,7 @@ Importing this package does not import torch; the capture API (``optimize``, ``e
 ``reset``, ``backends``) loads on first use.
 """
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.2.0.dev0"
 
 _LAZY = {
     "optimize": ("danlu_dynamo.optimizer", "optimize"),

@@ -200,9 +200,20 @@ def _trace(ctx, code, f_globals, f_locals, cells, closure, start, n_stack):
     reason = None
     for _ in range(MAX_RESTARTS):
         out = OutputGraph(f_globals)
-        tx = root_translator(
-            code, f_globals, f_locals, cells, closure, out, start_offset=start, stack_len=n_stack
-        )
+        try:
+            tx = root_translator(
+                code,
+                f_globals,
+                f_locals,
+                cells,
+                closure,
+                out,
+                start_offset=start,
+                stack_len=n_stack,
+            )
+        except Unsupported as e:
+            out.restore_global_state()
+            raise _SegmentPath(f"a value the frame starts with cannot be traced: {e.reason}") from e
         tx.break_offsets = break_at
         share_frame_cells(out, tx)
         try:

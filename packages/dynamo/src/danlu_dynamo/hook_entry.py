@@ -21,6 +21,8 @@ from . import eval_frame as ef
 from .bytecode import Positions, create_instruction, make_code
 from .bytecode import builders as b
 from .capture.eager_step import FrameState
+from .capture.frame_codegen import RESUME_OF
+from .capture.runtime_values import NULL
 from .convert_frame import _is_user_code, current_context, run_state
 
 _tls = threading.local()
@@ -89,6 +91,9 @@ def _enter(code, args, closure):
     ctx = current_context()
     names = _arg_names(code)
     L = dict(zip(names, args))
+    resume = RESUME_OF.get(code)
+    if resume is not None:
+        return _enter_resume(ctx, code, resume, L, closure or ())
     cells = {}
     for n in code.co_cellvars:  # arguments that are cells arrive as their values
         if n in L:
@@ -97,6 +102,21 @@ def _enter(code, args, closure):
     fn = types.FunctionType(code, g if g is not None else {}, code.co_name, None, closure or None)
     fs = FrameState(code, fn, L, fn.__globals__, closure or (), cells, [], None, 0)
     fs.entry = None  # arguments are already bound: an eager fallback calls _call_original
+    return run_state(ctx, fs)
+
+
+def _enter_resume(ctx, code, resume, L, closure):
+    """A resume function of the bytecode path, run as segments of its *original* code from
+    the offset it resumes at (its stack arguments become the frame's value stack)."""
+    original, offset, layout = resume
+    stack = [NULL if null else L.pop(f"___stack{i}") for i, null in enumerate(layout)]
+    n_own = len(original.co_cellvars)
+    cells = dict(zip(original.co_cellvars, closure[:n_own]))
+    outer = tuple(closure[n_own:])
+    g = _tls.globals_by_code.get(code) if hasattr(_tls, "globals_by_code") else None
+    fn = types.FunctionType(original, g if g is not None else {}, original.co_name, None, outer)
+    fs = FrameState(original, fn, L, fn.__globals__, outer, cells, stack, None, offset)
+    fs.entry = None
     return run_state(ctx, fs)
 
 

@@ -30,6 +30,7 @@ from ..bytecode.editing import clone_instructions
 from ..bytecode.resume import _check_unbound_loads, _split_at
 
 PY311 = sys.version_info[:2] == (3, 11)
+PY313 = sys.version_info >= (3, 13)
 
 # Break instructions a resume function can follow: how many values each pushes (its pops
 # follow from dis.stack_effect). Jumps, loads of methods (NULL slots) and 3.11's COMPARE_OP
@@ -46,6 +47,7 @@ _PUSHES = {
     "UNARY_NOT": 1,
     "UNARY_INVERT": 1,
     "GET_ITER": 1,
+    "LOAD_ATTR": 1,  # a property that cannot be traced (3.12+: not the method-load form)
     "STORE_ATTR": 0,
     "STORE_SUBSCR": 0,
     "DELETE_SUBSCR": 0,
@@ -188,6 +190,13 @@ class BreakPlan:
         self.stored_locals = [n for n in original.co_varnames if n in live and n in bound_locals]
         self.stack_nulls = list(stack_nulls)
         self.branch = _branch_kind(self.instr.opname)  # (truth or is_none, "if"|"none")
+        # A method load (3.11 LOAD_METHOD, 3.12+ LOAD_ATTR with the method bit) pushes a NULL
+        # slot or not depending on the object: it is emitted as a plain attribute load, and the
+        # resume function pushes a NULL beside the bound method for the call that follows.
+        op = self.instr.opname
+        self.method_load = op == "LOAD_METHOD" or (
+            op == "LOAD_ATTR" and not PY311 and self.instr.arg & 1
+        )
         self.resume_reason = self._resumable()
         self.resumable = self.resume_reason is None
         if self.resumable:
@@ -202,6 +211,10 @@ class BreakPlan:
 
     def _resumable(self):
         ins = self.instr
+        if "__class__" in self.original.co_freevars:
+            # Zero-argument super() reads the frame's first local: in a resume function that
+            # is a stack value, not the original's first argument.
+            return "the function may call zero-argument super()"
         if self.branch is not None:  # a data-dependent branch: one resume function per side
             if in_loop(self.original, ins.offset):
                 return "a data-dependent branch inside a loop"
@@ -209,6 +222,8 @@ class BreakPlan:
             after = [self.successor, ins.target]
         else:
             pushes = _PUSHES.get(ins.opname)
+            if self.method_load:
+                pushes = 1  # emitted as a plain attribute load: the bound method
             if pushes is None:
                 return f"a resume function cannot follow {ins.opname}"
             after = [self.successor]
@@ -219,6 +234,8 @@ class BreakPlan:
         if self.branch is None:
             if ins.opname == "CALL":  # callable + NULL/self + arguments (3.11: PRECALL's too)
                 pops = ins.arg + 2
+            elif self.method_load:
+                pops = 1
             else:
                 pops = pushes - dis.stack_effect(ins.opcode, ins.arg, jump=False)
         # Below the break's operands the stack stays in temporaries (NULL slots of calls in
@@ -227,7 +244,10 @@ class BreakPlan:
         self.n_results = pushes
         if self.n_below < 0:
             return "the stack at the break is shallower than its instruction needs"
-        nulls = self.stack_nulls[: self.n_below] + [False] * pushes
+        self.result_nulls = [False] * pushes
+        if self.method_load:
+            self.result_nulls = [False, True] if PY313 else [True, False]
+        nulls = self.stack_nulls[: self.n_below] + self.result_nulls
         self.resume_stack = [None if null else f"___stack{i}" for i, null in enumerate(nulls)]
         return None
 
@@ -297,7 +317,9 @@ class BreakPlan:
                     # Deep in nested resume calls: continue the loop here in plain Python.
                     _, body, _ = _split_at(original, self.successor.offset)
                     succ = next(i for i in body if i.offset == self.successor.offset)
-                    deep = push(below + results) + b.jump_to(succ)
+                    it = iter(results)
+                    slots = [None if null else next(it) for null in self.result_nulls]
+                    deep = push(below + slots) + b.jump_to(succ)
                     tail += b.call(b.load_const(_shallow), [])
                     tail += b.pop_jump_if(False, deep[0])
                     tail += call + deep
@@ -315,6 +337,8 @@ class BreakPlan:
         ins = self.instr
         if ins.opname == "CALL":
             return b.call_function(ins.arg, kw_names=kw_names or ())
+        if self.method_load:
+            return [b.create_instruction("LOAD_ATTR", argval=ins.argval, positions=ins.positions)]
         (copy,) = clone_instructions([ins])
         copy.exn_entry = None
         return [copy]
