@@ -78,3 +78,23 @@ def test_appends_across_a_break_and_self_extend():
             assert len(ref_acc) == len(got_acc)
             for a, b in zip(ref_acc, got_acc, strict=True):
                 assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+
+
+def append_to_two(x, a, b):
+    a.append(x + 1)
+    b.append(x + 2)
+    a.append(x + 3)
+    return x * 2
+
+
+def test_two_appended_lists_that_become_one_list_recompile():
+    opt = danlu_dynamo.optimize("eager")(append_to_two)
+    x = torch.randn(3)
+    a, b = [], []
+    opt(x, a, b)
+    assert [t.tolist() for t in a] == [(x + 1).tolist(), (x + 3).tolist()]
+    same, ref = [], []
+    opt(x, same, same)  # one list: the appends must interleave as in eager
+    append_to_two(x, ref, ref)
+    assert len(same) == len(ref) == 3
+    assert all(torch.equal(p, q) for p, q in zip(same, ref, strict=True))

@@ -100,6 +100,18 @@ class SeqVar(Var):
         return f"{self.py_type.__name__}{self.items!r}"
 
 
+def _distinct_from_other_appended(tx, var):
+    """Appends to two lists are replayed list by list: guard that they are not one list at run
+    time (eager would interleave the appends)."""
+    seen = tx.output.__dict__.setdefault("_append_only_lists", [])
+    if any(o is var for o in seen):
+        return
+    for o in seen:
+        a, b = var.source.expr, o.source.expr
+        tx.output.guards.add("ALIAS", a, f"{a} is not {b}", (b,))
+    seen.append(var)
+
+
 class TupleVar(SeqVar):
     py_type = tuple
 
@@ -148,6 +160,7 @@ class ListVar(SeqVar):
             if len(args) != 1 or kwargs:
                 raise Unsupported(f"list.{name} arguments")
             new = [args[0]] if name == "append" else args[0].unpack(tx)
+            _distinct_from_other_appended(tx, self)
             tx.output.side_effects.mutate(self)
             self.mutated = True
             if self.lazy is not None:
