@@ -39,15 +39,23 @@ def _compare_module_step(compiled, module, reference, x):
     reference.zero_grad()
 
 
-@pytest.mark.parametrize("partition", ["min_cut", "default"])
+@pytest.mark.parametrize("partition", ["min_cut", "default+canonical"])
 def test_transformer_block_varying_batch_and_sequence(partition):
     torch.manual_seed(0)
     module = TransformerBlock().to(f64)
     reference = copy.deepcopy(module)
+    # the second run also decomposes to the canonical ATen set (what danlu-inductor asks for)
     partition_fn = da.min_cut_partition if partition == "min_cut" else da.default_partition
-    compiled = da.aot_module(module, da.run_graph, partition_fn=partition_fn, dynamic=True)
+    decompositions = None if partition == "min_cut" else "canonical"
+    compiled = da.aot_module(
+        module,
+        da.run_graph,
+        partition_fn=partition_fn,
+        decompositions=decompositions,
+        dynamic=True,
+    )
     sizes = [(2, 5), (3, 7), (4, 16), (2, 9), (5, 3), (3, 4)]
-    if partition == "default":
+    if partition != "min_cut":
         sizes = sizes[:3]  # (the min-cut run covers more sizes; this one the other partition)
     for b, t in sizes:
         x = torch.randn(b, t, 32, dtype=f64)
@@ -60,6 +68,7 @@ def test_transformer_block_varying_batch_and_sequence(partition):
     assert aot.stats["guard_hits"] == len(sizes) - 2
     assert all("stride" in r for r in aot.retrace_reasons)
     fw = aot.compiled[0].partition.forward
+    assert fw.meta["shape_env"] is aot.compiled[0].program.shape_env
     x_val = [n for n in fw.graph.nodes if n.op == "placeholder"][-1].meta["val"]
     assert all(isinstance(s, torch.SymInt) for s in x_val.shape[:2])
 
@@ -173,6 +182,30 @@ def test_sizes_recomputed_from_saved_tensors():
     bw_nodes = {n.name: n for n in partition.backward.graph.nodes}
     assert all(not isinstance(bw_nodes[s].meta["val"], torch.SymInt) for s in partition.saved)
     assert any(n.target is torch.ops.aten.sym_size.int for n in bw_nodes.values())
+
+
+@pytest.mark.parametrize("partition", [da.min_cut_partition, da.default_partition])
+def test_saved_sizes_read_from_a_saved_tensor_instead(partition):
+    # sum's backward needs x's sizes; x is not saved, but softmax's output (same sizes) is:
+    # the backward reads them from it and the forward hands over no SymInt
+    def f(x):
+        return x.softmax(-1).sum()
+
+    compiled = da.aot_function(f, da.run_graph, partition_fn=partition, dynamic=True)
+    for shape in ((3, 4), (5, 7), (8, 2)):
+        x = torch.randn(shape, requires_grad=True)
+        x_r = x.detach().requires_grad_()
+        compiled(x).backward()
+        f(x_r).backward()
+        torch.testing.assert_close(x.grad, x_r.grad)
+    partition_result = compiled.compiled[0].partition
+    assert partition_result.saved == ["_softmax_default"]
+    fw_out = next(n for n in partition_result.forward.graph.nodes if n.op == "output")
+    assert not any(isinstance(o.meta["val"], torch.SymInt) for o in fw_out.args[0])
+    bw_sizes = [
+        n for n in partition_result.backward.graph.nodes if n.target is torch.ops.aten.sym_size.int
+    ]
+    assert bw_sizes and all(n.args[0].name == "_softmax_default" for n in bw_sizes)
 
 
 def test_guard_on_a_size_branch_retraces_only_when_crossing():

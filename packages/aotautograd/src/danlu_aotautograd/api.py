@@ -270,6 +270,7 @@ class AotFunction:
                 program.graph_module, num_fw_outputs=program.num_fw_outputs
             )
             timings["partition"] = time.perf_counter() - start
+            _mark_shape_env(program, partition.forward, partition.backward)
             start = time.perf_counter()
             fw = self.fw_compiler(partition.forward, _placeholder_values(partition.forward))
             bw = self.bw_compiler(partition.backward, _placeholder_values(partition.backward))
@@ -277,6 +278,7 @@ class AotFunction:
             compiled = CompiledProgram(program, fw, bw, partition, partition.forward, timings)
         else:
             gm = program.graph_module
+            _mark_shape_env(program, gm)
             start = time.perf_counter()
             fw = self.inference_compiler(gm, _placeholder_values(gm))
             timings["compile"] = time.perf_counter() - start
@@ -292,6 +294,14 @@ class AotFunction:
         if compiled.program.written_inputs:
             _check_no_aliased_writes(flat, compiled.program.written_inputs)
         return compiled(flat)
+
+
+def _mark_shape_env(program, *graphs) -> None:
+    """Graphs with symbolic sizes carry their ShapeEnv as ``gm.meta["shape_env"]`` (as
+    danlu_primtorch's tracer does), so a compiler can read symbols, ranges and guards."""
+    if program.shape_env is not None:
+        for gm in graphs:
+            gm.meta["shape_env"] = program.shape_env
 
 
 def _check_no_aliased_writes(flat: list, written: list[int]) -> None:

@@ -151,8 +151,10 @@ def build_partition(
     saved = _sizes_from_saved_tensors(set(saved), parts)
     saved = sorted(saved, key=order.__getitem__)
     randoms = [n for n in joint.graph.nodes if n.op == "call_function" and is_random(n.target)]
-    forward = extract_graph(joint, parts.primals, parts.fw_outputs + saved, keep=randoms)
     backward = extract_graph(joint, saved + parts.tangents, parts.grads)
+    rebuilt = _read_sizes_from_tensor_inputs(backward)
+    saved = [n for n in saved if n.name not in rebuilt]
+    forward = extract_graph(joint, parts.primals, parts.fw_outputs + saved, keep=randoms)
     primal_set = set(parts.primals)
     return Partition(
         forward=forward,
@@ -185,3 +187,40 @@ def _sizes_from_saved_tensors(saved: set[fx.Node], parts: JointParts) -> set[fx.
         return ok
 
     return {n for n in saved if not (is_size_node(n) and can(n))}
+
+
+def _read_sizes_from_tensor_inputs(backward: fx.GraphModule) -> set[str]:
+    """SymInt inputs of the backward whose value is a size (or an expression of sizes) of
+    its tensor inputs are computed from those tensors instead (``aten.sym_size.int`` and
+    arithmetic): one value less for the forward to hand over. Returns their names."""
+    graph = backward.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    size_inputs = [n for n in placeholders if isinstance(n.meta.get("val"), torch.SymInt)]
+    if not size_inputs:
+        return set()
+    from danlu_primtorch.symbolic import SymNode
+    from danlu_primtorch.tracing.symbolic_values import SymbolicValues
+
+    values = SymbolicValues(graph)
+    for n in placeholders:
+        if isinstance(n.meta.get("val"), torch.Tensor):
+            values.register_input(n, n.meta["val"])
+    first_op = next((n for n in graph.nodes if n.op != "placeholder"), None)
+    rebuilt = set()
+    for p in size_inputs:
+        sym = p.meta["val"]
+        if not isinstance(sym.node, SymNode):
+            continue
+        if not sym.node.expr.free_symbols <= set(values.origins):
+            continue
+        with graph.inserting_before(first_op):
+            node = values.node_for(sym)
+        if isinstance(node, fx.Node):
+            node.meta.setdefault("val", sym)
+        p.replace_all_uses_with(node)
+        graph.erase_node(p)
+        rebuilt.add(p.name)
+    if rebuilt:
+        graph.lint()
+        backward.recompile()
+    return rebuilt
