@@ -140,3 +140,21 @@ def test_format_guards_lists_ranges_checks_and_guards():
     assert "17 <= x.size(0)" in text
     assert "x.stride(0) == x.size(1)" in text
     assert "x.size(0) > 16" in text
+
+
+def test_guard_function_agrees_with_evaluate_guards():
+    env = ShapeEnv()
+    a, b = sizes(env, 20, 6)
+    (c,) = sizes(env, 20, prefix="y")
+    bool(a > 16)
+    bool((a // 3) % 2 == 0)
+    bool(a * b > 100)
+    check = env.guard_function()
+    assert set(check.sources) == {"x.size(0)", "x.size(1)", "y.size(0)"}
+    for x0, x1, y0 in [(20, 6, 20), (12, 6, 12), (30, 6, 30), (20, 6, 21), (31, 7, 31), (1, 6, 1)]:
+        values = {"x.size(0)": x0, "x.size(1)": x1, "y.size(0)": y0}
+        assert check(values) == env.evaluate_guards(values), values
+    assert check({"x.size(0)": 30, "x.size(1)": 6, "y.size(0)": 30})
+    assert not check({"x.size(0)": 12, "x.size(1)": 6, "y.size(0)": 12})
+    with pytest.raises(GuardCheckError):
+        check({"x.size(0)": 30})

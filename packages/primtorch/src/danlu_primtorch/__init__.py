@@ -1,4 +1,4 @@
-"""Operator sets for PyTorch programs: prims, a canonical ATen set, decompositions, fake tensors and an ATen-level tracer."""
+"""Operator sets for PyTorch programs: prims, a canonical ATen set, decompositions, fake tensors, symbolic shapes and an ATen-level tracer."""
 
 __version__ = "0.2.0.dev0"
 
@@ -11,4 +11,5 @@ from danlu_primtorch.fake import (  # noqa: E402, F401
     FakeTensorMode,
     UnsupportedFakeOp,
 )
+from danlu_primtorch.symbolic import ShapeEnv, sym_expr  # noqa: E402, F401
 from danlu_primtorch.tracing import AtenTracer, format_graph, trace  # noqa: E402, F401

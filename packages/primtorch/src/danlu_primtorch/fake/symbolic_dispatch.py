@@ -87,11 +87,19 @@ def run_symbolic(mode, func, args, kwargs):
             raise
     finally:
         _state.refuse_concrete -= 1
+    if ORDER_META_FIRST:
+        out = _meta_kernel_in_mode(mode, func, args, kwargs)
+        if out is not None:
+            return out
     decomposition = _decompositions().get(func)
     if decomposition is not None:
         with mode:
             out = decomposition(*args, **kwargs)
         if out is not NotImplemented:
+            return out
+    if not ORDER_META_FIRST:
+        out = _meta_kernel_in_mode(mode, func, args, kwargs)
+        if out is not None:
             return out
     saved = getattr(_state, "refuse_concrete", 0)
     _state.refuse_concrete = 0  # nested attempts must not refuse: we specialise here
@@ -106,3 +114,23 @@ def _is_data_dependent(e) -> bool:
     from .errors import DataDependentOutputError
 
     return isinstance(e, DataDependentOutputError)
+
+
+ORDER_META_FIRST = True
+_META_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
+
+
+def _meta_kernel_in_mode(mode, func, args, kwargs):
+    """The op's Meta kernel called directly, with the fake mode active: the ops a Python meta
+    kernel (or a composite) runs come back through the mode one by one, so the ones whose C++
+    kernel refuses symbolic sizes are decomposed there. None when it fails."""
+    _state.refuse_concrete = getattr(_state, "refuse_concrete", 0) + 1
+    try:
+        with mode:
+            return func.redispatch(_META_KEYS, *args, **kwargs)
+    except _RETRYABLE as e:
+        if _is_data_dependent(e):
+            raise
+        return None
+    finally:
+        _state.refuse_concrete -= 1

@@ -35,6 +35,9 @@ from .sym_node import SymNode
 MAX_SIZE = 2**63 - 2
 
 
+_MISSING = object()
+
+
 class GuardCheckError(KeyError):
     """``evaluate_guards`` was not given the value of a source the guards read."""
 
@@ -90,6 +93,7 @@ class ShapeEnv:
         self.guards: list[Guard] = []
         self.input_checks: list[InputCheck] = []
         self._known: set = set()
+        self._static_cache: dict = {}
         self._duck: dict[int, sympy.Symbol] = {}
         self._counter = itertools.count()
 
@@ -158,11 +162,17 @@ class ShapeEnv:
         """True/False when ``expr`` has that value for every size allowed by what is known,
         None otherwise. Records nothing."""
         expr = self.simplify(sympy.sympify(expr))
+        hit = self._static_cache.get(expr, _MISSING)
+        if hit is not _MISSING:
+            return hit
         if expr in self._known:
-            return True
-        if sympy.Not(expr) in self._known:
-            return False
-        return decide(expr, self.var_to_range)
+            result = True
+        elif sympy.Not(expr) in self._known:
+            result = False
+        else:
+            result = decide(expr, self.var_to_range)
+        self._static_cache[expr] = result
+        return result
 
     def evaluate(self, expr, hint):
         """The value of ``expr`` (its ``hint``), guarded: unless ``expr`` is decided statically,
@@ -186,6 +196,7 @@ class ShapeEnv:
             return
         sources = {s: self.source_of(s) for s in fact.free_symbols if s in self.var_to_sources}
         self.guards.append(Guard(fact, sources))
+        self._static_cache.clear()  # what is known changes
         self._known.add(fact)
         self._refine(fact)
 
@@ -288,6 +299,37 @@ class ShapeEnv:
             if not _to_python(g.expr.xreplace(binding)):
                 failed.append(g.format())
         return failed
+
+    def guard_function(self):
+        """The input checks, ranges and guards compiled to a Python function
+        ``check(values_by_source) -> bool`` (sympy printed as Python code once: fast enough to
+        run on every call, unlike ``evaluate_guards``). Reflects the guards recorded so far."""
+        symbols = [s for s in self.var_to_sources]
+        conds = []
+        for sym in symbols:
+            if sym not in self.replacements:
+                lo, hi = self.var_to_range[sym]
+                conds.append(sympy.And(sympy.Ge(sym, lo), sympy.Le(sym, hi)))
+        src_syms = {}
+        for c in self.input_checks:
+            src_syms.setdefault(c.source, sympy.Symbol(f"_in{len(src_syms)}", integer=True))
+            conds.append(sympy.Eq(src_syms[c.source], c.expr))
+        conds += [g.expr for g in self.guards]
+        args = symbols + list(src_syms.values())
+        body = sympy.lambdify(
+            args, conds, modules=[{"FloorDiv": lambda a, b: a // b}, "math"], docstring_limit=0
+        )
+        sources = [self.source_of(s) for s in symbols] + list(src_syms)
+
+        def check(values: Mapping) -> bool:
+            try:
+                vals = [int(values[s]) for s in sources]
+            except KeyError as e:
+                raise GuardCheckError(f"no value given for {e.args[0]}") from None
+            return all(bool(r) for r in body(*vals))
+
+        check.sources = sources
+        return check
 
     def evaluate_guards(self, values: Mapping) -> bool:
         """True when every input check and guard holds for ``values``."""

@@ -226,7 +226,11 @@ class SymNode:
 
     # --- comparisons and logic ---------------------------------------------------------------
     def _compare(self, other, rel, op):
-        return self._new(rel(self.expr, other.expr), bool, op(self.hint, other.hint))
+        hint = op(self.hint, other.hint)
+        a, b = self.expr, other.expr
+        if a.is_number and b.is_number:
+            return self.wrap_bool(hint)  # skip building a sympy relational
+        return self._new(rel(a, b), bool, hint)
 
     def eq(self, other):
         return self._compare(other, sympy.Eq, operator.eq)
