@@ -27,7 +27,7 @@ import torch.fx as fx
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from danlu_aotautograd.errors import AotNotSupported
-from danlu_aotautograd.tracing.shadow_tensor import ShadowTensor
+from danlu_aotautograd.tracing.shadow_tensor import ShadowTensor, meta_like
 from danlu_aotautograd.tracing.tracer import Tracer, is_random
 
 
@@ -102,11 +102,13 @@ def symbolic_inputs(flat_args: list, dynamic_dims: dict):
         dims = dynamic_dims.get(i)
         if isinstance(a, ShadowTensor) or a.device.type == "meta":
             raise AotNotSupported("dynamic shapes are traced from real input tensors")
-        real = a.detach()
+        # The fakes live on the meta device, like the static path's metadata and like every
+        # constant and factory result met while tracing; ShadowTensors carry the real device.
+        meta = meta_like(a.detach())
         if dims:
-            fake = mode.from_real(real, dynamic_dims=dims, source=f"primals_{i}")
+            fake = mode.from_real(meta, dynamic_dims=dims, source=f"primals_{i}")
         else:
-            fake = mode.fake_empty(real.shape, real.stride(), real.dtype, real.device)
+            fake = mode.fake_empty(meta.shape, meta.stride(), meta.dtype, meta.device)
         fakes.append(fake)
     return mode, fakes
 
@@ -220,7 +222,7 @@ def trace_program(
                         example = torch.empty(r.shape, dtype=r.dtype, device="meta")
                     else:
                         example = fake_mode.fake_empty(
-                            r.shape, _contiguous_strides(r.shape), r.dtype, r.fake_device
+                            r.shape, _contiguous_strides(r.shape), r.dtype, "meta"
                         )
                     tangents.append(
                         tracer.placeholder(
