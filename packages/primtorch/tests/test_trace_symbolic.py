@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from test_trace_models import BasicBlock, TransformerBlock, forward_backward, forward_only, state_of
 from torch.utils._pytree import tree_leaves
 
-from danlu_primtorch import decomposition_table, format_graph, trace
+from danlu_primtorch import FakeTensorMode, decomposition_table, format_graph, trace
 from danlu_primtorch.symbolic import ShapeEnv
 
 aten = torch.ops.aten
@@ -170,3 +170,23 @@ def test_size_arithmetic_recorded_as_nodes():
 def test_dynamic_needs_fake():
     with pytest.raises(ValueError, match="fake"):
         trace(lambda x: x + 1, torch.randn(3), fake=False, dynamic=True)
+
+
+def test_symbolic_fakes_and_symint_inputs_from_a_caller():
+    # What a capture layer hands over: fakes of its own mode (symbolic sizes, its sources)
+    # and a SymInt input; the tracer reads symbols from those placeholders.
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env)
+    x = mode.from_real(torch.randn(6, 4), dynamic_dims=[0], source="L['x']")
+
+    def f(x, n):  # n: a SymInt input
+        return x.new_zeros(n * 2, 4) + x.repeat(2, 1)
+
+    gm = trace(f, x, x.shape[0])
+    vals = [node.meta["val"] for node in gm.graph.nodes if node.op == "placeholder"]
+    assert vals[0] is x and str(vals[1]) == "s0"
+    assert gm.meta["shape_env"] is env
+    for rows in (3, 9):
+        x2 = torch.randn(rows, 4)
+        torch.testing.assert_close(gm(x2, rows), f(x2, rows))
+    assert "L['x'].size(0)" in env.format_guards()
