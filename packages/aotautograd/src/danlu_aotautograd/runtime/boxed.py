@@ -9,6 +9,7 @@ the caller). Callables marked ``_boxed_call = True`` are called this way by our 
 
 from __future__ import annotations
 
+import torch
 import torch.fx as fx
 from torch.utils._pytree import tree_map
 
@@ -50,7 +51,18 @@ class BoxedGraph:
 
 
 def call_compiled(fn, args: list):
-    """Call a compiled graph: boxed callables get the list (and empty it), others ``*args``."""
+    """Call a compiled graph: boxed callables get the list (and empty it), others ``*args``.
+
+    The traced graphs already hold the casts autocast made while tracing, so they run with
+    autocast off: left on, it would cast the recorded ops' inputs a second time and the graph's
+    values would no longer have the dtypes its compiler planned for."""
+    if torch._C._is_any_autocast_enabled():
+        with torch._C._DisableAutocast():
+            return _call(fn, args)
+    return _call(fn, args)
+
+
+def _call(fn, args: list):
     if getattr(fn, "_boxed_call", False):
         return fn(args)
     return fn(*args)
