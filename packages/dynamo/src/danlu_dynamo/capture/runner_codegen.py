@@ -7,7 +7,11 @@ inputs, constants, or plain tuples/lists/dicts of those, and no side effects) be
 expression, so a cache hit runs no interpretation of rebuild recipes::
 
     def ___runner(___a0, ___a1):
-        ___o = ___graph(___a0, ___a0.weight)
+        ___p = ___sef(None)
+        try:
+            ___o = ___graph(___a0, ___a0.weight)
+        finally:
+            ___sef(___p)
         return (___o[0], ___o[1])
 
 Anything else goes through the ``Rebuilder``'s ``ctx -> value`` functions (the same ones the
@@ -141,8 +145,18 @@ class RunnerBuilder:
         inputs = "".join(f"{self.expr(s.expr)}, " for s in self.output.input_sources)
         lines = [f"def ___runner({', '.join(params)}):"]
         if graph is not None:
+            # The compiled graph runs with the frame hook off, as torch.compile's does: the
+            # Python functions it calls (kernel launchers, autograd runtime) are not user code
+            # and must not be captured (nor pay the hook's cost) on every call.
+            from .. import eval_frame
+
             self.env["___graph"] = graph
-            lines.append(f"    ___o = ___graph({inputs})")
+            self.env["___sef"] = eval_frame.set_eval_frame
+            lines.append("    ___p = ___sef(None)")
+            lines.append("    try:")
+            lines.append(f"        ___o = ___graph({inputs})")
+            lines.append("    finally:")
+            lines.append("        ___sef(___p)")
         else:
             lines.append("    ___o = ()")
         if rendered is not None:
