@@ -1,12 +1,18 @@
 """danlu-inductor on CPU, side by side with eager and torch.compile (inductor).
 
     python benchmarks/inductor_cpu.py [--cases layernorm,softmax,...] [--repeat 30]
+                                      [--threads N] [--cpu-time]
 
 Every case runs forward-only under torch.no_grad. Timing: warm-up (compile happens there and
 is timed separately), then `repeat` rounds, each timing eager, torch.compile and danlu once
 in turn (interleaved, so frequency changes hit all three alike); the median per system is
 reported. Speedup = eager median / system median. Compile time = first call wall time minus
 one eager call. The geometric mean is over cases, unclipped.
+
+On a machine shared with other work, wall-clock medians of multi-threaded calls mostly measure
+the scheduler (a parallel region waits for its slowest, descheduled thread). `--threads 1
+--cpu-time` times each call by the process's CPU time on one thread instead, which time spent
+descheduled does not inflate; it compares the generated code, not the parallel speedup.
 """
 
 from __future__ import annotations
@@ -66,7 +72,16 @@ def cases():
     }
 
 
+CLOCK = time.perf_counter
+
+
 def timed(fn, x):
+    t0 = CLOCK()
+    fn(x)
+    return CLOCK() - t0
+
+
+def wall(fn, x):
     t0 = time.perf_counter()
     fn(x)
     return time.perf_counter() - t0
@@ -77,14 +92,14 @@ def run_case(name, make, repeat):
     model.eval()
     systems = {"eager": model}
     with torch.no_grad():
-        eager_once = min(timed(model, x) for _ in range(3))
+        eager_once = min(wall(model, x) for _ in range(3))
         compile_s = {}
         torch._dynamo.reset()
         tc = torch.compile(model, backend="inductor")
-        compile_s["torch.compile"] = timed(tc, x) - eager_once
+        compile_s["torch.compile"] = wall(tc, x) - eager_once
         systems["torch.compile"] = tc
         dl = torch.compile(model, backend=inference_backend)
-        compile_s["danlu"] = timed(dl, x) - eager_once
+        compile_s["danlu"] = wall(dl, x) - eager_once
         systems["danlu"] = dl
         ref = model(x)
         for sname in ("torch.compile", "danlu"):
@@ -107,10 +122,17 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--cases", default=",".join(cases()))
     p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--threads", type=int, default=None, help="torch and OpenMP threads")
+    p.add_argument("--cpu-time", action="store_true", help="time by process CPU time")
     args = p.parse_args()
     warnings.filterwarnings("ignore")
-    torch.set_num_threads(torch.get_num_threads())
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)  # also OpenMP's count for the generated kernels
+    global CLOCK
+    if args.cpu_time:
+        CLOCK = time.process_time
+    clock = "process CPU time" if args.cpu_time else "wall clock"
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {clock}")
     print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
     rows = []
     table = cases()

@@ -7,7 +7,7 @@ import threading
 import torch
 from helpers import aten_graph
 
-from danlu_inductor import compile_fx
+from danlu_inductor import compile_fx, compile_fx_batch
 from danlu_inductor.codegen.cpp import compiler
 
 
@@ -62,3 +62,16 @@ def test_concurrent_writers_of_one_entry(tmp_path, monkeypatch):
         torch.testing.assert_close(r(x), (x * -1.5).sin() + 1)
     assert len(list(tmp_path.rglob("*.so"))) == 1  # one entry, no leftovers
     assert not [p for p in tmp_path.rglob("tmp*") if p.is_dir()]
+
+
+def test_many_kernels_compile_in_parallel_units(tmp_path, monkeypatch):
+    monkeypatch.setenv("DANLU_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("DANLU_COMPILE_THREADS", "2")
+    x = torch.randn(6, 5)
+    fns = [lambda x, k=k: (x * (k + 0.5)).cos() - k for k in range(8)]
+    items = [(aten_graph(f, x), [x]) for f in fns]
+    compiled = compile_fx_batch(items)
+    assert compiler.CompileStats.units == 2  # 8 kernels, 2 workers: two translation units
+    for f, c in zip(fns, compiled):
+        torch.testing.assert_close(c(x), f(x))
+    assert len(list(tmp_path.rglob("*.so"))) == 1  # still one library, one cache entry

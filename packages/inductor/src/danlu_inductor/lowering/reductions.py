@@ -268,6 +268,10 @@ def softmax(x, dim, half_to_float=False):
         return make_pointwise([x], lambda v: ops.constant(1.0, compute_dtype(out_dtype)), out_dtype)
     c, dim, shifted = parts
     e = make_pointwise([shifted], ops.exp, c, c)
+    if isinstance(e, StorageBox):
+        # read twice (sum, then the normalizing store): computed once into a buffer, which the
+        # fused kernel keeps as a per-thread scratch row, instead of exp computed twice
+        e.realize()
     s = reduce(e, [dim], "sum", c, c, keepdim=True)
     return make_pointwise([e, s], ops.truediv, out_dtype, c)
 

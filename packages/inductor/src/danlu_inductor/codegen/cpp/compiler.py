@@ -79,6 +79,7 @@ class CompileStats:
     hits = 0
     misses = 0
     seconds = 0.0
+    units = 0  # translation units compiled by the last miss
 
 
 _lock = threading.Lock()
@@ -161,6 +162,7 @@ def compile_library(
         except FileNotFoundError:
             pass
     CompileStats.misses += 1
+    CompileStats.units = 1 if units is None else len(units)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         out = pathlib.Path(tmp) / "kernels.so"

@@ -114,6 +114,15 @@ class CppKernel:
                 return True
         return False
 
+    def divides_by_row_value(self, a: CSEVar, b: CSEVar) -> bool:
+        """``a / b`` inside a loop where ``b`` is a reduction result (fixed for the loop)."""
+        return (
+            self.g.has_reduction
+            and self.scope.parent is not None
+            and b.name.startswith(("v_", "res_"))
+            and self._inner_dependent(a.name)
+        )
+
     def line(self, text):
         self.scope.lines.append(text)
 
@@ -498,6 +507,20 @@ def _merge_dims(sizes, variables, exprs, prefix):
     """Merge adjacent loops when every access moves through them like one flat loop
     (coefficient of the outer = coefficient of the inner * inner size). Returns the new sizes
     and the substitution old variable -> expression of new variables."""
+    ones = [k for k, s in enumerate(sizes) if s == 1]
+    if ones and len(sizes) > 1:
+        # a size-1 dim's variable is always 0: drop the loop (else a leading batch dim of 1
+        # would be the only parallel loop, and the kernel would run on one thread)
+        keep = [k for k in range(len(sizes)) if sizes[k] != 1]
+        zero = {variables[k]: sympy.Integer(0) for k in ones}
+        exprs = [sympy.expand(sympy.sympify(e).xreplace(zero)) for e in exprs]
+        kept_sizes, sub = _merge_dims(
+            [sizes[k] for k in keep], [variables[k] for k in keep], exprs, prefix
+        )
+        if not sub:  # nothing merged: the kept dims get fresh, consecutive names
+            new_vars = index_vars(prefix, len(keep))
+            sub = {variables[k]: v for k, v in zip(keep, new_vars)}
+        return kept_sizes, {**zero, **sub}
     if len(sizes) <= 1:
         return list(sizes), {}
     # groups of adjacent dims to merge

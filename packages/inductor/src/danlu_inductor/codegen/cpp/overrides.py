@@ -128,6 +128,19 @@ class CppOverrides(ComparisonOps):
         return self._bin("({} * {})", a, b)
 
     def truediv(self, a, b):
+        dt = _promote(a, b)
+        if dt in (torch.float32, torch.float64) and self.k.divides_by_row_value(a, b):
+            # x / (row reduction) inside a loop over the row (softmax, normalize by sum):
+            # multiply by the reciprocal, computed once per row, like eager's softmax; a
+            # division stays for divisors whose reciprocal would overflow or lose bits (the
+            # compiler unswitches the loop on this per-row flag)
+            t = value_ctype(dt)
+            av, bv = self._cast(a, dt), self._cast(b, dt)
+            rb = self._e(f"({t}(1) / {bv})", dt)
+            ok = self._e(f"dl_recip_ok({bv})", torch.bool)
+            return self._e(
+                f"({ok} ? static_cast<{t}>({av} * {rb}) : static_cast<{t}>({av} / {bv}))", dt
+            )
         return self._bin("({} / {})", a, b)
 
     def floordiv(self, a, b):

@@ -197,6 +197,12 @@ template <typename T> static inline T dl_rshift(T a, T b) {
     return (T)(a >> b);
 }
 
+// 1/b is a normal number (no overflow, no lost bits): a * (1/b) is then within 1.5 ulp of a/b
+template <typename T> static inline bool dl_recip_ok(T b) {
+    T m = std::fabs(b);
+    if constexpr (sizeof(T) == 4) return m >= 0x1p-126f && m <= 0x1p126f;
+    else return m >= 0x1p-1022 && m <= 0x1p1022;
+}
 // Welford accumulator (mean, m2, weight) with Chan's combine for split reductions.
 struct dl_welford { double mean = 0, m2 = 0, weight = 0; };
 static inline dl_welford dl_welford_add(dl_welford a, double x) {
