@@ -98,3 +98,25 @@ def test_two_appended_lists_that_become_one_list_recompile():
     append_to_two(x, ref, ref)
     assert len(same) == len(ref) == 3
     assert all(torch.equal(p, q) for p, q in zip(same, ref, strict=True))
+
+
+def mutate_one_read_other(x, a, b, d, e):
+    a.append(1)
+    d["k"] = 2
+    return x * (len(b) + 10 * len(e))
+
+
+def test_mutated_container_reached_twice_at_run_time_is_exact():
+    opt = danlu_dynamo.optimize("eager")(mutate_one_read_other)
+    x = torch.randn(3)
+    for share in (False, True, False, True):
+        args = []
+        for _ in range(2):  # eager and captured get equal fresh containers
+            a, d = [0], {"z": 0}
+            b = a if share else [0]
+            e = d if share else {"z": 0}
+            args.append((a, b, d, e))
+        ref = mutate_one_read_other(x, *args[0])
+        got = opt(x, *args[1])
+        assert torch.equal(ref, got), share
+        assert args[0][0] == args[1][0] and args[0][2] == args[1][2]

@@ -23,7 +23,7 @@ from .variables.builtins import (
     TorchFnVar,
     is_torch_callable,
 )
-from .variables.containers import DictVar, ListVar, TupleVar
+from .variables.containers import DictVar, ListVar, TupleVar, note_frame_container
 from .variables.functions import BoundMethodVar, UserFunctionVar
 from .variables.objects import ClassVar, ModuleVar, ObjectVar, PythonModuleVar
 
@@ -112,7 +112,10 @@ def wrap_value(out, value, source):
         items = {
             k: out.wrap(v, source.item(k) if source is not None else None) for k, v in value.items()
         }
-        return DictVar(items, source, py_type=type(value))
+        var = DictVar(items, source, py_type=type(value))
+        if source is not None:
+            note_frame_container(out, var, "dict")
+        return var
     if isinstance(value, (types.FunctionType,)):
         if src is not None:
             g.id_match(src, value)

@@ -100,16 +100,38 @@ class SeqVar(Var):
         return f"{self.py_type.__name__}{self.items!r}"
 
 
-def _distinct_from_other_appended(tx, var):
-    """Appends to two lists are replayed list by list: guard that they are not one list at run
-    time (eager would interleave the appends)."""
-    seen = tx.output.__dict__.setdefault("_append_only_lists", [])
-    if any(o is var for o in seen):
+def _alias_sets(out, kind):
+    """(containers of ``kind`` reached from the frame state, the ones the trace mutated)."""
+    reg = out.__dict__.setdefault("_frame_containers", {})
+    return reg.setdefault(kind, ([], []))
+
+
+def _guard_distinct(out, a, b):
+    x, y = a.source.expr, b.source.expr
+    out.guards.add("ALIAS", x, f"{x} is not {y}", (y,))
+
+
+def note_frame_container(out, var, kind):
+    """``var`` (with a source) was wrapped: it must not be a container the trace mutates."""
+    seen, mutated = _alias_sets(out, kind)
+    for m in mutated:
+        _guard_distinct(out, var, m)
+    seen.append(var)
+
+
+def note_mutation(tx, var, kind):
+    """Mutations are replayed container by container after the graph, and reads of other
+    containers were traced as if unaffected: guard that no other container of the frame state
+    is this one at run time (two sources can reach one object)."""
+    if var.source is None:
+        return
+    seen, mutated = _alias_sets(tx.output, kind)
+    if any(m is var for m in mutated):
         return
     for o in seen:
-        a, b = var.source.expr, o.source.expr
-        tx.output.guards.add("ALIAS", a, f"{a} is not {b}", (b,))
-    seen.append(var)
+        if o is not var:
+            _guard_distinct(tx.output, var, o)
+    mutated.append(var)
 
 
 class TupleVar(SeqVar):
@@ -134,6 +156,7 @@ class ListVar(SeqVar):
     def append_only(cls, out, value, source):
         var = cls([], source)
         var.lazy = (out, value)
+        note_frame_container(out, var, "list")
         return var
 
     @property
@@ -160,7 +183,7 @@ class ListVar(SeqVar):
             if len(args) != 1 or kwargs:
                 raise Unsupported(f"list.{name} arguments")
             new = [args[0]] if name == "append" else args[0].unpack(tx)
-            _distinct_from_other_appended(tx, self)
+            note_mutation(tx, self, "list")
             tx.output.side_effects.mutate(self)
             self.mutated = True
             if self.lazy is not None:
@@ -182,6 +205,7 @@ class ListVar(SeqVar):
             "__iadd__",
         }
         if name in mutating:
+            note_mutation(tx, self, "list")
             tx.output.side_effects.mutate(self)
             self.mutated = True
         if name == "append":
@@ -272,6 +296,7 @@ class DictVar(Var):
         return BoundVarMethod(self, name)
 
     def _mut(self, tx):
+        note_mutation(tx, self, "dict")
         tx.output.side_effects.mutate(self)
         self.mutated = True
 
