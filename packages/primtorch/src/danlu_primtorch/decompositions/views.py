@@ -58,8 +58,13 @@ def split(self, split_size, dim=0):
     n = self.shape[dim]
     if split_size == 0 and n != 0:
         raise RuntimeError("split_size can only be 0 if dimension size is 0")
-    sizes = [min(split_size, n - i) for i in range(0, n, split_size)] if split_size else [0]
-    return split_with_sizes(self, sizes or [0], dim)
+    if not split_size:
+        return split_with_sizes(self, [0], dim)
+    # The number of outputs must be a Python int; with a symbolic size that guards the count
+    # only, and the last piece stays symbolic.
+    chunks = max(int((n + split_size - 1) // split_size), 1)
+    sizes = [split_size] * (chunks - 1) + [n - split_size * (chunks - 1)]
+    return split_with_sizes(self, sizes, dim)
 
 
 @register(aten.split_with_sizes.default, aten.unsafe_split_with_sizes.default)

@@ -6,6 +6,7 @@ SymNode protocol and records guards), but some C++ kernels insist on concrete si
 comes back here as ``aten.size.default`` & co., or they reject symbolic lists outright. So an
 op on symbolic fakes runs, in order:
 
+0. a view op with a meta function of ours (``symbolic_views.py``: ``slice``) uses it;
 1. its meta kernel, with concrete-size queries refused;
 2. if that fails, its danlu decomposition (down to prims, whose meta functions are written for
    symbolic sizes), run inside the fake mode so that every op it emits comes back here;
@@ -22,6 +23,7 @@ import threading
 
 import torch
 
+from .symbolic_views import SYMBOLIC_VIEW_META
 from .tensor import kernel_invocation
 
 aten = torch.ops.aten
@@ -78,6 +80,9 @@ _RETRYABLE = (RuntimeError, TypeError, ValueError, AssertionError, IndexError, R
 
 def run_symbolic(mode, func, args, kwargs):
     """Outputs (meta or fake tensors) of ``func`` on symbolic fakes; see the module docstring."""
+    view_meta = SYMBOLIC_VIEW_META.get(func)
+    if view_meta is not None:
+        return view_meta(mode, func, args, kwargs)
     _state.refuse_concrete = getattr(_state, "refuse_concrete", 0) + 1
     try:
         with kernel_invocation():
