@@ -357,3 +357,50 @@ def test_aot_graph_of_a_symbolic_aten_graph():
         torch.testing.assert_close(x.grad, x_r.grad)
         torch.testing.assert_close(w_c.grad, w_r.grad)
     assert compiled.aot_module.aot.stats["traces"] == 1
+
+
+def test_symbolic_slice_of_a_static_buffer_stays_symbolic():
+    # position_ids[:, :seq_len] on a static buffer: ATen's kernel would specialise seq_len
+    buf = torch.arange(32.0).reshape(1, 32)
+
+    def f(x, pos):
+        return x * pos[:, : x.shape[1]]
+
+    compiled = da.aot_function(f, da.run_graph, dynamic=lambda i, t: (0, 1) if i == 0 else None)
+    for shape in ((2, 5), (3, 9), (4, 17), (2, 32)):
+        x = torch.randn(shape, requires_grad=True)
+        torch.testing.assert_close(compiled(x, buf), f(x, buf))
+    assert compiled.stats["traces"] == 1, compiled.retrace_reasons
+    guards = compiled.compiled[0].program.shape_env.format_guards()
+    assert "primals_0.size(1) <= 32" in guards
+    with pytest.raises(RuntimeError):  # past the buffer: eager fails too; no wrong result
+        compiled(torch.randn(2, 40), buf)
+
+
+def test_gpt2_varying_batch_and_sequence():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+        vocab_size=100,
+        n_positions=32,
+        eos_token_id=0,
+        bos_token_id=0,
+    )
+    model = transformers.GPT2LMHeadModel(config).eval()  # dropout off: masks differ per size
+    reference = copy.deepcopy(model)
+    compiled = da.aot_module(model, da.run_graph, dynamic=True)
+    for b, t in ((2, 12), (3, 7), (2, 20)):
+        ids = torch.randint(0, 100, (b, t))
+        out = compiled(input_ids=ids, labels=ids)
+        ref = reference(input_ids=ids, labels=ids)
+        torch.testing.assert_close(out.logits, ref.logits, atol=1e-5, rtol=1e-4)
+        out.loss.backward()
+        ref.loss.backward()
+        for p, p_r in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(p.grad, p_r.grad, atol=1e-5, rtol=1e-4)
+        model.zero_grad()
+        reference.zero_grad()
+    assert compiled.aot.stats["traces"] == 1, compiled.aot.retrace_reasons

@@ -116,6 +116,25 @@ def user_source() -> str | None:
     return None
 
 
+_PRIMS_TABLE: dict | None = None
+
+
+def _prims_table() -> dict:
+    global _PRIMS_TABLE
+    if _PRIMS_TABLE is None:
+        import danlu_primtorch
+
+        _PRIMS_TABLE = danlu_primtorch.decomposition_table(level="prims")
+    return _PRIMS_TABLE
+
+
+def _symbolic_scalars_on_static_tensors(args, kwargs) -> bool:
+    leaves = tree_leaves((args, kwargs))
+    if not any(isinstance(x, SYM_TYPES) for x in leaves):
+        return False
+    return not any(isinstance(x, torch.Tensor) and x._has_symbolic_sizes_strides for x in leaves)
+
+
 def is_random(func) -> bool:
     return (
         isinstance(func, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in func.tags
@@ -222,8 +241,7 @@ class Tracer:
         device = torch.device(device if device is not None else "cpu")
         try:
             if self.fake_mode is not None:
-                with self.fake_mode:
-                    out = func(*tree_map(meta_of, args), **tree_map(meta_of, kwargs))
+                out = self._symbolic_meta(func, tree_map(meta_of, args), tree_map(meta_of, kwargs))
             else:
                 out = func(*tree_map(meta_of, args), **tree_map(meta_of, kwargs))
         except NotImplementedError as e:
@@ -247,6 +265,21 @@ class Tracer:
             lambda o: ShadowTensor(o, device) if isinstance(o, torch.Tensor) else o, out
         )
         return node
+
+    def _symbolic_meta(self, func, args, kwargs):
+        """``func``'s fake result with symbolic sizes. ATen's C++ kernels turn a symbolic scalar
+        argument into an int (a specialising guard, e.g. ``Eq(s1, 12)``) when no tensor
+        argument has symbolic sizes (``position_ids[:, :seq_len]`` on a static buffer); such
+        calls take danlu_primtorch's prims decomposition for their metadata instead, which keeps
+        the size symbolic. The graph still records ``func`` itself."""
+        with self.fake_mode:
+            if _symbolic_scalars_on_static_tensors(args, kwargs):
+                decomposition = _prims_table().get(func)
+                if decomposition is not None:
+                    out = decomposition(*args, **kwargs)
+                    if out is not NotImplemented:
+                        return out
+            return func(*args, **kwargs)
 
     def _items(self, node: fx.Node) -> list[fx.Node | None]:
         val = node.meta["val"]
