@@ -159,15 +159,29 @@ def run_case(case: Case, compilers: dict, *, device, warmup: int, iters: int) ->
         except Exception as e:  # a failing compiler is a result, not a crash of the suite
             r.error = f"{type(e).__name__}: {e}"[:300]
             r.accuracy = "error"
+
+    def failed(name, e):  # a compiler failing after its first call: an error, not a crash
+        results[name].error = f"{type(e).__name__}: {e}"[:300]
+        results[name].accuracy = "error"
+        variants.pop(name)
+
     for _ in range(warmup):
-        for fn in variants.values():
-            step_fn(fn, inputs, case.train)
+        for name, fn in list(variants.items()):
+            try:
+                step_fn(fn, inputs, case.train)
+            except Exception as e:
+                failed(name, e)
     times = {name: [] for name in variants}
     for _ in range(iters):
-        for name, fn in variants.items():  # interleaved: one call of each per round
+        for name, fn in list(variants.items()):  # interleaved: one call of each per round
             sync(device)
             start = time.perf_counter()
-            step_fn(fn, inputs, case.train)
+            try:
+                step_fn(fn, inputs, case.train)
+            except Exception as e:
+                failed(name, e)
+                times.pop(name)
+                continue
             sync(device)
             times[name].append(time.perf_counter() - start)
     if device.type == "cuda":
@@ -181,7 +195,7 @@ def run_case(case: Case, compilers: dict, *, device, warmup: int, iters: int) ->
         r.median_s = statistics.median(ts)
         if eager_t:
             r.speedup = eager_t / r.median_s
-    del variants
+    variants.clear()
     gc.collect()
     return list(results.values())
 
@@ -305,6 +319,7 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--only", default="", help="comma-separated case names")
+    ap.add_argument("--modes", default="infer,train", help="infer, train or both")
     ap.add_argument("--out", default="benchmarks/results/latest")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args(argv)
@@ -317,6 +332,8 @@ def main(argv=None):
     if args.only:
         wanted = set(args.only.split(","))
         cases = [c for c in cases if c.name in wanted]
+    modes = set(args.modes.split(","))
+    cases = [c for c in cases if ("train" if c.train else "infer") in modes]
     names = args.compilers.split(",")
     compilers = make_compilers(names, args.mode)
     device = torch.device(args.device)
