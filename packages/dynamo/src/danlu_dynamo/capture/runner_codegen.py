@@ -10,9 +10,9 @@ expression, so a cache hit runs no interpretation of rebuild recipes::
         ___p = ___sef(None)
         try:
             ___o = ___graph(___a0, ___a0.weight)
+            return (___o[0], ___o[1])
         finally:
             ___sef(___p)
-        return (___o[0], ___o[1])
 
 Anything else goes through the ``Rebuilder``'s ``ctx -> value`` functions (the same ones the
 segment path uses), with the frame state as a ``_RunCtx``.
@@ -144,46 +144,34 @@ class RunnerBuilder:
             params.append("___cells")
         inputs = "".join(f"{self.expr(s.expr)}, " for s in self.output.input_sources)
         lines = [f"def ___runner({', '.join(params)}):"]
-        if graph is not None:
-            # The compiled graph runs with the frame hook off, as torch.compile's does: the
-            # Python functions it calls (kernel launchers, autograd runtime) are not user code
-            # and must not be captured (nor pay the hook's cost) on every call.
-            from .. import eval_frame
+        # The whole runner runs with the frame hook off, as torch.compile's compiled code does:
+        # the Python functions the compiled graph calls (kernel launchers, autograd runtime) are
+        # not user code, and reading inputs, rebuilding objects and replaying side effects may
+        # call user methods (__getitem__, properties, constructors) that must run as plain
+        # Python — shown to the hook, their own cached code would call back into this runner.
+        from .. import eval_frame
 
+        self.env["___sef"] = eval_frame.set_eval_frame
+        lines.append("    ___p = ___sef(None)")
+        lines.append("    try:")
+        if graph is not None:
             self.env["___graph"] = graph
-            self.env["___sef"] = eval_frame.set_eval_frame
-            lines.append("    ___p = ___sef(None)")
-            lines.append("    try:")
             lines.append(f"        ___o = ___graph({inputs})")
-            lines.append("    finally:")
-            lines.append("        ___sef(___p)")
         else:
-            lines.append("    ___o = ()")
+            lines.append("        ___o = ()")
         if rendered is not None:
             if as_tuple:
-                lines.append(f"    return ({''.join(r + ', ' for r in rendered)})")
+                lines.append(f"        return ({''.join(r + ', ' for r in rendered)})")
             else:
-                lines.append(f"    return {rendered[0]}")
+                lines.append(f"        return {rendered[0]}")
         else:
-            # Rebuilding objects and replaying side effects may call user code (constructors,
-            # __setitem__, properties): it runs as plain Python, not shown to the frame hook,
-            # as the eager stepper's rebuilds do.
-            from .. import eval_frame
-
-            self.env.update(
-                ___Ctx=RunCtx,
-                ___replay=_replay,
-                ___replays=replays,
-                ___sef=eval_frame.set_eval_frame,
-            )
+            self.env.update(___Ctx=RunCtx, ___replay=_replay, ___replays=replays)
             for i, f in enumerate(fns):
                 self.env[f"___f{i}"] = f
             pairs = ", ".join(f"{n!r}: ___a{i}" for i, n in enumerate(self.argnames))
             n = len(self.cellvars)
             closure = f"___cells[{n}:]" if self.freevars else "()"
             own = ", ".join(f"{c!r}: ___cells[{i}]" for i, c in enumerate(self.cellvars))
-            lines.append("    ___p = ___sef(None)")
-            lines.append("    try:")
             lines.append(f"        ___x = ___Ctx({{{pairs}}}, G, {closure}, {{{own}}}, ___o)")
             calls = [f"___f{i}(___x)" for i in range(len(fns))]
             if as_tuple:
@@ -192,9 +180,9 @@ class RunnerBuilder:
                 lines.append(f"        ___r = {calls[0]}")
             if replays:
                 lines.append("        ___replay(___replays, ___x)")
-            lines.append("    finally:")
-            lines.append("        ___sef(___p)")
-            lines.append("    return ___r")
+            lines.append("        return ___r")
+        lines.append("    finally:")
+        lines.append("        ___sef(___p)")
         src = "\n".join(lines) + "\n"
         exec(compile(src, "<danlu_dynamo runner>", "exec"), self.env)
         fn = self.env["___runner"]
