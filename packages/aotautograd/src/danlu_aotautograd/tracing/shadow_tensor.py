@@ -92,11 +92,12 @@ def to_meta(x):
 
 
 def meta_like(t: torch.Tensor) -> torch.Tensor:
-    """An empty meta tensor with ``t``'s shape, strides, storage offset and dtype (a symbolic
-    danlu_primtorch FakeTensor is its own metadata and is returned as it is)."""
+    """An empty meta tensor with ``t``'s shape, strides, storage offset and dtype (a
+    danlu_primtorch FakeTensor with symbolic sizes is its own metadata and is returned as it
+    is; a static one gets a plain meta twin, as any tensor)."""
     if isinstance(t, ShadowTensor):
         return t.elem
-    if isinstance(t, FakeTensor):
+    if isinstance(t, FakeTensor) and t._has_symbolic_sizes_strides:
         return t
     if t.device.type == "meta":
         return t
