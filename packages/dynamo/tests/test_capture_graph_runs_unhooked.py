@@ -60,3 +60,23 @@ def test_backend_helpers_are_not_shown_to_the_hook(with_break):
     assert stats["misses"] == 0 and stats["cache_limit_hits"] == 0, stats
     assert ef.code_state(_launcher.__code__)["entries"] == 0
     assert len(calls) == 10 * 4 * (2 if with_break else 1)
+
+
+class _Output(dict):
+    """Like transformers' ModelOutput: a dict whose __getitem__ is Python code."""
+
+    def __getitem__(self, k):
+        inner = dict(self.items())
+        return inner[k]
+
+
+def test_outputs_read_through_a_user_getitem_do_not_recurse():
+    def f(o, x):
+        return o["a"], x * 2
+
+    opt = danlu_dynamo.optimize("eager")(f)
+    o, x = _Output(a=torch.randn(3)), torch.randn(4)
+    for _ in range(3):
+        got, expected = opt(o, x), f(o, x)
+        assert got[0] is expected[0]
+        torch.testing.assert_close(got[1], expected[1], rtol=0, atol=0)
