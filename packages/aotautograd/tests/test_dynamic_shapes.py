@@ -404,3 +404,20 @@ def test_gpt2_varying_batch_and_sequence():
         model.zero_grad()
         reference.zero_grad()
     assert compiled.aot.stats["traces"] == 1, compiled.aot.retrace_reasons
+
+
+def test_static_fake_examples_keep_the_static_path():
+    # a graph whose placeholders hold static danlu_primtorch fakes compiles at once, statically
+    from danlu_primtorch import trace
+
+    def f(x, w):
+        return (x @ w).relu().sum(0) + torch.ones(3)
+
+    x, w = torch.randn(4, 5), torch.randn(5, 3, requires_grad=True)
+    gm = trace(f, x, w)
+    examples = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+    compiled = da.aot_graph(gm, examples, da.run_graph)
+    aot = compiled.aot_module.aot
+    assert aot.stats["traces"] == 1 and aot.compiled[0].program.shape_env is None
+    torch.testing.assert_close(compiled(x, w), f(x, w))
+    assert aot.stats["traces"] == 1
