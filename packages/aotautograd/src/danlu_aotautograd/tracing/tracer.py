@@ -371,6 +371,12 @@ class Tracer:
             if item is None:
                 results.append(None)
                 continue
+            if not isinstance(item.meta["val"], ShadowTensor):
+                # A number among tensor results (flash attention's max sequence lengths): the
+                # value itself, as eager returns it.
+                results.append(item.meta["val"])
+                self.graph.erase_node(item)
+                continue
             t = self._wrap(item)
             src_name = view_source(func, i)
             if src_name is not None:
