@@ -421,3 +421,22 @@ def test_static_fake_examples_keep_the_static_path():
     assert aot.stats["traces"] == 1 and aot.compiled[0].program.shape_env is None
     torch.testing.assert_close(compiled(x, w), f(x, w))
     assert aot.stats["traces"] == 1
+
+
+def test_backend_falls_back_to_static_shapes_then_eager():
+    # a symbolic trace that fails (data-dependent size) is not retried for every new size: the
+    # backend compiles per static shape, which fails too here, so the graph runs eagerly
+    def f(x):
+        return x[x > 0].sum() * 2
+
+    gm = torch.fx.symbolic_trace(f)
+    compiled = da.aot_graph(
+        gm, [torch.randn(4, 3)], da.run_graph, on_unsupported="eager", dynamic=True
+    )
+    for n in (4, 6, 8):
+        x = torch.randn(n, 3)
+        with pytest.warns(UserWarning):
+            torch.testing.assert_close(compiled(x), f(x))
+    aot = compiled.aot_module.aot
+    assert len(aot.dynamic_refused) == 1
+    assert aot.stats["traces"] == 1 + 3  # one symbolic attempt, then one static per shape

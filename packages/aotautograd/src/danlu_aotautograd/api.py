@@ -140,6 +140,7 @@ class AotFunction:
         # flat position -> (tensor index, dim); traced as that symbolic size
         self.size_args = size_args
         self.dynamic_entries: dict = {}  # signature without symbolic sizes -> compilations
+        self.dynamic_refused: set = set()  # such signatures whose symbolic trace failed
         self.stats = {"traces": 0, "retraces": 0, "guard_checks": 0, "guard_hits": 0}
         self.retrace_reasons: list[str] = []
 
@@ -216,7 +217,10 @@ class AotFunction:
 
     def _compile_dynamic(self, key, flat: list, spec, plan: dict):
         tensors = [a for a in flat if isinstance(a, torch.Tensor)]
-        entries = self.dynamic_entries.setdefault(self._dynamic_key(key, flat, plan), [])
+        dynamic_key = self._dynamic_key(key, flat, plan)
+        if dynamic_key in self.dynamic_refused:  # traced per static shape from then on
+            return self._compile_static_or_eager(flat, spec, key[0])
+        entries = self.dynamic_entries.setdefault(dynamic_key, [])
         failed: list[str] = []
         for compiled in reversed(entries):
             env = compiled.program.shape_env
@@ -239,17 +243,21 @@ class AotFunction:
                 raise
             warnings.warn(
                 f"danlu_aotautograd: dynamic shapes unsupported here ({e}); compiling for "
-                "these static shapes",
+                "each static shape instead",
                 stacklevel=4,
             )
-            try:
-                return self._compile(flat, spec, joint=key[0])
-            except AotNotSupported as e2:
-                warnings.warn(f"danlu_aotautograd: running eagerly: {e2}", stacklevel=4)
-                return None
+            self.dynamic_refused.add(dynamic_key)
+            return self._compile_static_or_eager(flat, spec, key[0])
         entries.append(compiled)
         env = compiled.program.shape_env
         return BoundProgram(compiled, env.bind(_size_values(tensors, plan)))
+
+    def _compile_static_or_eager(self, flat: list, spec, joint: bool):
+        try:
+            return self._compile(flat, spec, joint=joint)
+        except AotNotSupported as e:
+            warnings.warn(f"danlu_aotautograd: running eagerly: {e}", stacklevel=5)
+            return None
 
     def _compile(self, flat: list, spec, *, joint: bool, dynamic_dims=None) -> CompiledProgram:
         timings = {}
