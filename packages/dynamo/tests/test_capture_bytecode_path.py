@@ -317,3 +317,17 @@ def test_resume_function_falls_back_to_the_segment_path_when_its_stack_cannot_be
     assert _kinds(ctx)[0] == "resume"
     assert any("__resume_" in r and "segment path" in r for r in ctx.fallbacks), ctx.fallbacks
     assert len(seen) == 4
+
+
+def test_recompile_limit_is_per_optimize_call():
+    def g(x):
+        return x.cos() + 1
+
+    a, b = danlu_dynamo.optimize("eager")(g), danlu_dynamo.optimize("eager")(g)
+    for n in range(1, 11):  # ten shapes: the limit is 8 entries per code object and context
+        x = torch.randn(n)
+        assert torch.equal(a(x), g(x))
+    assert len(a._capture_ctx.records) == 8
+    assert any("recompile limit" in r for r in a._capture_ctx.eager_reasons)
+    x = torch.randn(10)
+    assert torch.equal(b(x), g(x)) and len(b._capture_ctx.records) == 1  # b still compiles
