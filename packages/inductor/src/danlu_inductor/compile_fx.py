@@ -103,6 +103,16 @@ def choose_backend(gm, example_inputs):
     """-> ("cpp", device) | ("triton", device) | ("eager", reason), from the devices of
     the inputs and of every value the graph computes (its fake tensors)."""
     devices = {x.device for x in example_inputs if isinstance(x, torch.Tensor)}
+    if "meta" not in {d.type for d in devices}:
+        for node in gm.graph.nodes:
+            if node.op == "get_attr":
+                value = getattr(gm, node.target, None)
+                if isinstance(value, torch.Tensor) and value.device.type == "meta":
+                    # Running such a graph (even eagerly) would compute with made-up values.
+                    raise ValueError(
+                        f"danlu_inductor: the graph's constant {node.target!r} is a meta tensor "
+                        "(its values were lost while tracing); refusing to compile or run it"
+                    )
     for node in gm.graph.nodes:
         for v in pytree.tree_leaves(node.meta.get("val")):
             if isinstance(v, torch.Tensor):

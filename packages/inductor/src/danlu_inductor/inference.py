@@ -36,10 +36,16 @@ def inference_backend(gm: torch.nn.Module, example_inputs):
     def compile_for(args):
         from danlu_inductor.decompositions import decomposition_table
         from danlu_primtorch import trace
+        from danlu_primtorch.tracing.tracer import TracingError
 
         flat_args, state["spec"] = pytree.tree_flatten(list(args))
         inputs = [t.detach() for t in current_state()] + flat_args
-        aten_gm = trace(lifted, *inputs, decompositions=decomposition_table())
+        try:
+            aten_gm = trace(lifted, *inputs, decompositions=decomposition_table())
+        except TracingError as e:
+            log.warning("danlu_inductor.inference_backend: running the graph eagerly: %s", e)
+            state["compiled"] = lambda *flat: lifted(*flat)
+            return
         state["compiled"] = compile_fx(aten_gm, inputs)
 
     def run(*args):

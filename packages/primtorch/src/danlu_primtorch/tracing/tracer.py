@@ -145,6 +145,14 @@ class AtenTracer(TorchDispatchMode):
 
     def constant(self, t: torch.Tensor) -> fx.Node:
         """Store real tensor ``t`` on the module and return a ``get_attr`` node reading it."""
+        if t.device.type == "meta" and self.fake_mode is not None:
+            # e.g. the index tensor torch builds for ``x[[0, 2]]`` on a fake ``x``: it is made
+            # on the meta device, so its values are gone and the graph could not be correct.
+            raise TracingError(
+                f"a constant tensor (size {tuple(t.shape)}, {t.dtype}) reached the trace on the "
+                "meta device, so its values are unknown (an index list such as x[[0, 2]] does "
+                "this under fake tracing); pass it as a tensor input instead"
+            )
         name = self._fresh_name("_tensor_constant")
         setattr(self.root, name, t)
         node = self.graph.get_attr(name)
