@@ -1,6 +1,6 @@
 """danlu.compile(model): one line that makes PyTorch training and inference faster."""
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.2.0.dev0"
 
 from .backends import list_backends, lookup_backend, register_backend  # noqa: E402
 from .compile import OptimizedModule, compile  # noqa: E402

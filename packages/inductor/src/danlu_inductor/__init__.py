@@ -1,6 +1,6 @@
 """A loop-level compiler for ATen graphs: fusion, and C++/OpenMP and Triton code generation."""
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.2.0.dev0"
 
 from danlu_inductor.compile_fx import CompiledGraph, compile_fx, compile_fx_batch  # noqa: E402
 from danlu_inductor.inference import inference_backend  # noqa: E402
