@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import pathlib
@@ -103,17 +104,16 @@ def choose_backend(gm, example_inputs):
     """-> ("cpp", device) | ("triton", device) | ("eager", reason), from the devices of
     the inputs and of every value the graph computes (its fake tensors)."""
     devices = {x.device for x in example_inputs if isinstance(x, torch.Tensor)}
-    if "meta" not in {d.type for d in devices}:
-        for node in gm.graph.nodes:
-            if node.op == "get_attr":
-                value = getattr(gm, node.target, None)
-                if isinstance(value, torch.Tensor) and value.device.type == "meta":
-                    # Running such a graph (even eagerly) would compute with made-up values.
-                    raise ValueError(
-                        f"danlu_inductor: the graph's constant {node.target!r} is a meta tensor "
-                        "(its values were lost while tracing); refusing to compile or run it"
-                    )
+    meta_inputs = any(d.type == "meta" for d in devices)
     for node in gm.graph.nodes:
+        if node.op == "get_attr" and not meta_inputs:
+            value = functools.reduce(lambda o, a: getattr(o, a, None), node.target.split("."), gm)
+            if isinstance(value, torch.Tensor) and value.device.type == "meta":
+                # Running such a graph (even eagerly) would compute with made-up values.
+                raise ValueError(
+                    f"danlu_inductor: the graph's constant {node.target!r} is a meta tensor "
+                    "(its values were lost while tracing); refusing to compile or run it"
+                )
         for v in pytree.tree_leaves(node.meta.get("val")):
             if isinstance(v, torch.Tensor):
                 devices.add(v.device)
