@@ -18,6 +18,7 @@ from danlu_inductor.codegen.triton.backend import TritonBackend, interpreting
 from danlu_inductor.codegen.wrapper import WrapperCodegen
 from danlu_inductor.graph import GraphLowering
 from danlu_inductor.lowering import NotLowered
+from danlu_inductor.runtime import FlagWatch
 from danlu_inductor.scheduler import Scheduler
 
 log = logging.getLogger("danlu_inductor")
@@ -75,9 +76,9 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
         t1 = time.perf_counter()
         scheduler = Scheduler(graph)
         backend = _GuardedBackend(autotune=opts.autotune, max_autotune=opts.max_autotune)
-        # under CUDA graphs the bounds flag is read after the replay, not inside the call
-        # (plain calls read it after the call: FirstCallGuard.check_err)
-        defer = opts.cudagraphs
+        # on a GPU the bounds flag is read after the call (FirstCallGuard) or the CUDA graph
+        # replay, without stalling the host; in the interpreter, after each kernel
+        defer = opts.cudagraphs or (device.type == "cuda" and not interpreting())
         wrapper = WrapperCodegen(graph, scheduler, backend, defer_index_checks=defer)
         try:
             wrapper.source = wrapper.generate()
@@ -194,6 +195,7 @@ class FirstCallGuard:
         # the wrapper deferred its bounds checks (for CUDA graph capture): plain calls read
         # the flag here; a CUDA graph runner calls ``self.call`` and reads it after replay
         self.check_err = check_err
+        self.flag_watch = None
 
     @property
     def err_flag(self):
@@ -216,8 +218,12 @@ class FirstCallGuard:
         return self._checked(out)
 
     def _checked(self, out):
-        if self.check_err and self.call.err_flag.item():
-            raise IndexError("index out of range in a gather/embedding")
+        if self.check_err:
+            if self.flag_watch is None:
+                self.flag_watch = FlagWatch(self.call.err_flag)
+                self.flag_watch.check_now()  # the first call reads it at once
+            else:
+                self.flag_watch.check()
         return out
 
 
