@@ -25,6 +25,12 @@ def ensure_layout(t: torch.Tensor, size: tuple, stride: tuple) -> torch.Tensor:
     return out
 
 
+def extern_layout(t, size: tuple, stride: tuple):
+    """A library kernel's output in the layout planned for it (``ensure_layout``); outputs the
+    kernel leaves undefined at run time (None, such as attention's debug mask) stay None."""
+    return t if t is None else ensure_layout(t, size, stride)
+
+
 def raise_index_error(kernel: str):
     raise IndexError(f"index out of range in a gather/embedding (kernel {kernel})")
 

@@ -293,7 +293,7 @@ class WrapperCodegen:
         if lay is None or op in _CONTIGUOUS_EXTERNS:
             return
         body.append(
-            f"{node.name} = ensure_layout({node.name}, {_ints(lay.size)}, {_ints(lay.stride)})"
+            f"{node.name} = extern_layout({node.name}, {_ints(lay.size)}, {_ints(lay.stride)})"
         )
 
     def _module(self, body) -> str:
@@ -305,7 +305,9 @@ class WrapperCodegen:
         head = [
             f"# danlu_inductor wrapper: run `call(args)`; kernels are {where}",
             "import torch",
-            "from danlu_inductor.runtime import empty_strided, ensure_layout, raise_index_error",
+            "from danlu_inductor.runtime import (",
+            "    empty_strided, ensure_layout, extern_layout, raise_index_error,",
+            ")",
             "",
             "",
             "def make_call(kernels, consts, device='cpu'):",
