@@ -3,7 +3,6 @@ the kernels after it must still read the right values (cuDNN attention on CUDA d
 
 import pytest
 import torch
-
 from helpers import check_same
 
 _LIB = torch.library.Library("danlu_layout_test", "DEF")

@@ -18,6 +18,7 @@ from danlu_inductor.codegen.triton.backend import TritonBackend, interpreting
 from danlu_inductor.codegen.wrapper import WrapperCodegen
 from danlu_inductor.graph import GraphLowering
 from danlu_inductor.lowering import NotLowered
+from danlu_inductor.passes import pad_matmuls
 from danlu_inductor.runtime import FlagWatch
 from danlu_inductor.scheduler import Scheduler
 
@@ -66,6 +67,7 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
 
     forced: set[str] = set()
     failures: list[dict] = []
+    padded = pad_matmuls(gm) if opts.pad_matmuls else 0
     for _ in range(MAX_RETRIES):
         t0 = time.perf_counter()
         try:
@@ -133,6 +135,7 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
         "fallback_calls": sum(graph.fallbacks.values()),
         "fallback_ops": dict(graph.fallbacks),
         "triton_fallbacks": failures,
+        "padded_matmuls": padded,
         "lowering_s": t1 - t0,
         "codegen_s": t2 - t1,
         "compile_s": build_s,
