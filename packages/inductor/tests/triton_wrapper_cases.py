@@ -439,7 +439,12 @@ def run_direct_launch():
         for name, launcher in c.launchers.items()
     }
     if DEVICE == "cuda":
-        assert all("DirectLaunch" in kinds for kinds in direct.values()), direct
+        from danlu_inductor.codegen.triton.backend import DirectLaunch
+
+        assert all("DirectLaunch" in kinds for kinds in direct.values()), (
+            direct,
+            DirectLaunch.unavailable,
+        )
     return {"direct": direct}
 
 

@@ -307,6 +307,8 @@ class DirectLaunch:
     Triton compiled the kernel for. Anything else goes through the normal path.
     """
 
+    unavailable: str | None = None  # why the last attempt failed (for tests and logs)
+
     def __init__(self, kernel, order, key, get_stream):
         self.kernel = kernel
         self.order = order  # for each kernel argument: ("arg", i), ("size", i) or ("const", v)
@@ -331,6 +333,8 @@ class DirectLaunch:
             hooks = triton.knobs.runtime
             if hooks.launch_enter_hook is not None or hooks.launch_exit_hook is not None:
                 return None
+            if hasattr(kernel, "result"):  # some Triton versions hand back a future
+                kernel = kernel.result()
             kernel._init_handles()
             names = list(fn.arg_names)
             consts = cfg.kwargs()
@@ -350,6 +354,7 @@ class DirectLaunch:
             return cls(kernel, order, cls.specialisation(args, sizes), (get_stream, device))
         except Exception as e:  # another Triton version: keep the normal launch path
             log.debug("danlu_inductor: direct launch unavailable: %s", e)
+            DirectLaunch.unavailable = f"{type(e).__name__}: {e}"
             return None
 
     def matches(self, args, sizes) -> bool:
