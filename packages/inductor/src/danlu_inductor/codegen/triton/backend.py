@@ -331,8 +331,11 @@ class DirectLaunch:
             import triton
 
             hooks = triton.knobs.runtime
-            if hooks.launch_enter_hook is not None or hooks.launch_exit_hook is not None:
-                return None
+            for hook in (hooks.launch_enter_hook, hooks.launch_exit_hook):
+                # None, or an empty chain of hooks (Triton >= 3.5): nothing to call
+                if hook is not None and getattr(hook, "calls", True):
+                    DirectLaunch.unavailable = "Triton launch hooks are set"
+                    return None
             if hasattr(kernel, "result"):  # some Triton versions hand back a future
                 kernel = kernel.result()
             kernel._init_handles()
@@ -346,8 +349,9 @@ class DirectLaunch:
                     order.append(("size", i - len(args)))
                 elif name in consts:
                     order.append(("const", consts[name]))
-                else:
-                    return None  # a signature we do not know how to fill
+                else:  # a signature we do not know how to fill
+                    DirectLaunch.unavailable = f"unexpected kernel argument {name}"
+                    return None
             driver = triton.runtime.driver.active
             device = driver.get_current_device()
             get_stream = driver.get_current_stream
