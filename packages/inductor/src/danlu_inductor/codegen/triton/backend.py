@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import pathlib
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -94,11 +95,25 @@ class TritonBackend:
         """-> ({name: TritonLauncher}, module path, module source)."""
         if not kernel_names:
             return {}, None, ""
-        source = MODULE_HEADER + "\n\n".join(kernel_sources)
+        # kernels that differ only in name (the same layer, repeated) are written and compiled
+        # once; the others become aliases of the first
+        first: dict[str, str] = {}
+        unique, aliases = [], []
+        for n, src in zip(kernel_names, kernel_sources):
+            body = re.sub(rf"\b{re.escape(n)}\b", "@@KERNEL@@", src)
+            if body in first:
+                aliases.append(f"{n} = {first[body]}  # the same code")
+            else:
+                first[body] = n
+                unique.append(src)
+        source = MODULE_HEADER + "\n\n".join(unique) + "\n" + "\n".join(aliases) + "\n"
         module, path = load_module(source)
-        fns = {}
+        fns, by_fn = {}, {}
         for n in kernel_names:
-            fns[n] = TritonLauncher(getattr(module, n), self.autotune, self.max_autotune)
+            fn = getattr(module, n)
+            if id(fn) not in by_fn:
+                by_fn[id(fn)] = TritonLauncher(fn, self.autotune, self.max_autotune)
+            fns[n] = by_fn[id(fn)]
         _maybe_dump(source)
         return fns, path, source
 
@@ -107,8 +122,11 @@ class TritonBackend:
         Drops configs that fail; -> {kernel: error} for kernels left with none."""
         from danlu_inductor.codegen.triton.precompile import precompile
 
-        jobs = []
+        jobs, names_of = [], {}
         for name, fn in fns.items():
+            names_of.setdefault(id(fn), []).append(name)
+            if len(names_of[id(fn)]) > 1:
+                continue  # an alias of a kernel already in the jobs
             cfgs = fn.candidates() if target is None else [fn.heuristic()]
             ptr_dtypes = [str(dtypes[p]).replace("torch.", "") for p in fn.params]
             if fn.uses_err:
@@ -123,7 +141,8 @@ class TritonBackend:
             ok = [Config(*c) for c, err, _ in rows if err is None]
             fns[name].compile_info = rows
             if not ok:
-                failed[name] = rows[0][1]
+                for alias in names_of[id(fns[name])]:
+                    failed[alias] = rows[0][1]
             elif target is None:
                 fns[name].configs = ok
         return failed
