@@ -410,7 +410,10 @@ class SetVar(Var):
     def call_method(self, tx, name, args, kwargs):
         if name == "__contains__":
             return ConstVar(_const_index(args[0]) in {i.const() for i in self.items})
-        if name == "add" and self.source is None:
+        if name == "add" and len(args) == 1 and not kwargs:
+            if self.source is not None:  # a set of constants from the frame state
+                note_mutation(tx, self, "set")
+                tx.output.side_effects.mutate(self)
             self.add(args[0])
             return ConstVar(None)
         if name in ("union", "intersection", "difference", "issubset", "issuperset") and all(
