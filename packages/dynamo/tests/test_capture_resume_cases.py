@@ -159,6 +159,43 @@ def test_break_inside_a_loop_deep_in_the_stack_continues_in_plain_python(seed, c
     capsys.readouterr()
 
 
+# ------------------------------------------------------------------ 3.12 instructions at a break
+def store_slice_break(x, buf):
+    y = x * 2
+    buf[0:2] = b"ab"  # 3.12: STORE_SLICE (3.11: BUILD_SLICE + STORE_SUBSCR); not traced
+    return y + len(buf)
+
+
+class Scale:
+    """An object whose unary plus is not traced (3.12: CALL_INTRINSIC_1)."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __pos__(self):
+        print("+", end="")
+        return self.v
+
+
+def unary_plus_break(x, s):
+    y = x * 2
+    return y * +s
+
+
+@pytest.mark.parametrize("seed", [51, 52])
+def test_breaks_at_3_12_instructions_resume(seed, capsys):
+    x = _inputs(seed, (3, 4))
+    bufs = [bytearray(b"xyz"), bytearray(b"xyz")]
+    opt = danlu_dynamo.optimize("eager")(store_slice_break)
+    assert torch.equal(opt(x, bufs[0]), store_slice_break(x, bufs[1]))
+    assert bufs[0] == bufs[1] == bytearray(b"abz")
+    ctx = opt._capture_ctx
+    assert _kinds(ctx)[0] == "resume" and not ctx.eager_reasons and not ctx.fallbacks
+    ctx = _run_both(unary_plus_break, x, Scale(3.0))
+    assert "resume" in _kinds(ctx) and not ctx.eager_reasons and not ctx.fallbacks
+    capsys.readouterr()
+
+
 # ------------------------------------------------------------------ comprehensions
 def item_in_listcomp(x):
     y = x * 2

@@ -46,10 +46,13 @@ _PUSHES = {
     "UNARY_NEGATIVE": 1,
     "UNARY_NOT": 1,
     "UNARY_INVERT": 1,
+    "UNARY_POSITIVE": 1,  # 3.11; 3.12+: CALL_INTRINSIC_1 (INTRINSIC_UNARY_POSITIVE)
+    "CALL_INTRINSIC_1": 1,
     "GET_ITER": 1,
     "LOAD_ATTR": 1,  # a property that cannot be traced (3.12+: not the method-load form)
     "STORE_ATTR": 0,
     "STORE_SUBSCR": 0,
+    "STORE_SLICE": 0,  # 3.12+ (3.11: BUILD_SLICE + STORE_SUBSCR)
     "DELETE_SUBSCR": 0,
 }
 if not PY311:
