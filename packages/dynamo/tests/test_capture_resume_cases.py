@@ -247,7 +247,7 @@ def test_comprehension_appends_after_a_break_reach_the_result():
 
 
 # ------------------------------------------------------------------ ModelOutput-like classes
-class Output(collections.OrderedDict):
+class ModelOutput(collections.OrderedDict):
     """The shape of transformers' ModelOutput: a dict whose dataclass fields are also keys."""
 
     def __post_init__(self):
@@ -265,9 +265,17 @@ class Output(collections.OrderedDict):
         super().__setitem__(key, value)
         super().__setattr__(key, value)
 
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return self.to_tuple()[k]
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
 
 @dataclasses.dataclass
-class LMOutput(Output):
+class LMOutput(ModelOutput):
     loss: torch.Tensor | None = None
     logits: torch.Tensor | None = None
     hidden: tuple | None = None
@@ -295,6 +303,11 @@ def output_in_traced_code(x):
     return LMOutput(logits=y, hidden=(y,))
 
 
+def read_output(out, x):
+    t = out.to_tuple()
+    return out[0] + out["logits"] * out.logits + t[-1] + x + len(t)
+
+
 @pytest.mark.parametrize("seed", [41, 42])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_dict_dataclass_outputs_after_breaks(seed, shape, capsys):
@@ -317,6 +330,14 @@ def test_dict_dataclass_outputs_after_breaks(seed, shape, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.parametrize("seed", [43, 44])
+def test_dict_dataclass_from_the_frame_state_is_read_without_breaks(seed):
+    x = _inputs(seed, (3, 4))
+    for out in (LMOutput(loss=x.sum(), logits=x * 2), LMOutput(logits=x.exp())):
+        ctx = _run_both(read_output, out, x)
+        assert _kinds(ctx) == ["return"] and not ctx.breaks
+
+
 def test_dict_dataclass_set_up_frames_are_left_to_python():
     from danlu_dynamo.hook_entry import _sets_up_dict_dataclass
 
@@ -336,7 +357,7 @@ def test_dict_dataclass_set_up_frames_are_left_to_python():
     code = Plain.__init__.__code__
     assert not _sets_up_dict_dataclass(Frame(code, {"self": Plain()}))
     # a dict that is not a dataclass, or another class's method: traced as before
-    code = Output.__setitem__.__code__
-    assert not _sets_up_dict_dataclass(Frame(code, {"self": Output()}))
+    code = ModelOutput.__setitem__.__code__
+    assert not _sets_up_dict_dataclass(Frame(code, {"self": ModelOutput()}))
     code = output_in_traced_code.__code__
     assert not _sets_up_dict_dataclass(Frame(code, {"x": out}))

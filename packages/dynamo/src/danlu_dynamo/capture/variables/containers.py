@@ -288,6 +288,8 @@ class DictVar(Var):
             if name in self.items:
                 return self.items[name]
             v = getattr(self.py_type, name, None)
+            if name == "to_tuple" and getattr(v, "__qualname__", "") == "ModelOutput.to_tuple":
+                return BoundVarMethod(self, name)  # transformers' own: see call_method
             if v is None or callable(v):
                 if name in getattr(self.py_type, "__dataclass_fields__", {}):
                     return ConstVar(None)
