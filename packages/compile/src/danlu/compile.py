@@ -120,7 +120,12 @@ def _forward_is_library_code(mod: torch.nn.Module) -> bool:
     """True for torch's own modules (`nn.Sequential`, `nn.Linear`, ...): capture treats their
     forward as library code and would run it eagerly when it is the compiled entry point."""
     code = getattr(getattr(type(mod), "forward", None), "__code__", None)
-    return code is not None and f"{os.sep}torch{os.sep}" in code.co_filename
+    # torch's own directory, not "/torch/" anywhere in the path: an environment installed
+    # under such a path (/opt/torch/.venv) would make every model library code
+    return code is not None and code.co_filename.startswith(_TORCH_DIR)
+
+
+_TORCH_DIR = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "")
 
 
 def _calling(mod: torch.nn.Module):

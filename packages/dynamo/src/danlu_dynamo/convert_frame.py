@@ -9,8 +9,10 @@ segment starts after it.  Segments are cached per (code object, start offset) an
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import logging
+import os
 import sys
 import threading
 import time
@@ -332,16 +334,42 @@ _SKIP_PREFIXES = (
 _STDLIB = sys.prefix
 
 
+_LIBRARY_PACKAGES = (
+    "torch",
+    "danlu_dynamo",
+    "danlu_primtorch",
+    "danlu_aotautograd",
+    "danlu_inductor",
+)
+_library_dirs: tuple[str, ...] | None = None
+
+
+def library_dirs() -> tuple[str, ...]:
+    """The directories of torch and danlu's capture packages, each ending in a separator.
+
+    Found from the packages themselves, not from a path pattern: an environment installed
+    under a path containing ``/torch/`` (the GPU machine's ``/opt/torch/.venv``) made every
+    installed package (transformers included) look like torch to a ``"/torch/" in path`` test."""
+    global _library_dirs
+    if _library_dirs is None:
+        dirs = set()
+        for name in _LIBRARY_PACKAGES:
+            spec = importlib.util.find_spec(name)
+            for loc in (spec.submodule_search_locations or []) if spec else []:
+                for d in {os.path.abspath(loc), os.path.realpath(loc)}:
+                    dirs.add(os.path.join(d, ""))
+        _library_dirs = tuple(sorted(dirs))
+    return _library_dirs
+
+
 def _is_user_code(code) -> bool:
     fname = code.co_filename
-    if (
-        "/torch/" in fname
-        or "/danlu_" in fname
-        or fname.startswith(("<frozen", "<eval_with_key", "<danlu"))
-    ):
+    if fname.startswith(("<frozen", "<eval_with_key", "<danlu")):
         return False
-    if fname.startswith(sys.base_prefix + "/lib/python") and "site-packages" not in fname:
+    if fname.startswith(library_dirs()) or os.path.abspath(fname).startswith(library_dirs()):
         return False
+    if fname.startswith(sys.base_prefix + "/lib/python") and "-packages" not in fname:
+        return False  # the standard library (site-packages / dist-packages are not)
     return True
 
 

@@ -196,3 +196,53 @@ def test_break_inside_a_call_in_progress_keeps_its_null_slot():
     for a in range(3):
         assert region(a) == call_in_progress(a)
     assert len(emitted) == 2
+
+
+def branch_in_loop(a, n):
+    c = 0
+    for i in range(n):
+        c = a - i
+        if c > 0:  # a "data-dependent" branch inside a loop
+            a = a - 1
+        else:
+            a = a * 2 + 1
+    return a + c
+
+
+def _deep(depth, fn, *args):
+    return fn(*args) if depth == 0 else _deep(depth - 1, fn, *args)
+
+
+def test_branch_inside_a_loop_resumes_or_continues_when_deep():
+    from danlu_dynamo.capture.frame_codegen import MAX_RESUME_NESTING
+
+    code = branch_in_loop.__code__
+    jump = next(i for i in dis.get_instructions(code) if i.opname.startswith("POP_JUMP"))
+    plan = BreakPlan(code, jump.offset, [False, False], {"a", "n", "i", "c"})
+    assert plan.resumable and plan.branch is not None
+
+    def runner(a, n):  # up to the first branch: the iterator and the condition, then locals
+        it = iter(range(n))
+        i = next(it)
+        c = a - i
+        values = {"a": a, "n": n, "i": i, "c": c}
+        return (it, c > 0, *[values[k] for k in plan.stored_locals])
+
+    emitted = []
+
+    def callback(frame, cache_size):  # resume functions run as they are (plain Python)
+        if frame.f_code is not code:
+            if frame.f_code in RESUME_OF:
+                emitted.append(frame.f_code.co_name)
+            return None
+        return ef.GuardedCode(plan.emit(code, runner, None, resume=True), lambda L: True)
+
+    region = ef.compiled_region(branch_in_loop, callback)
+    cases = [(5, 3), (1, 4), (3, 6), (0, 2)]
+    for a, n in cases:
+        assert region(a, n) == branch_in_loop(a, n)
+    assert emitted and all(name.startswith("__resume_branch_in_loop_at_") for name in emitted)
+    emitted.clear()
+    for a, n in cases:  # deep: the branch is taken in place and the loop goes on there
+        assert _deep(MAX_RESUME_NESTING + 5, region, a, n) == branch_in_loop(a, n)
+    assert not emitted

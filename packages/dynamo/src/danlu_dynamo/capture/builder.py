@@ -185,7 +185,10 @@ def wrap_value(out, value, source):
             g.add("SET_MATCH", src, f"{src} == {g._const(frozenset(value))}")
         from .variables.containers import SetVar
 
-        return SetVar([ConstVar(x) for x in value], source)
+        var = SetVar([ConstVar(x) for x in value], source)
+        if source is not None:
+            note_frame_container(out, var, "set")
+        return var
     if isinstance(value, (set, frozenset)):
         raise Unsupported("set from outside the frame")
     if type(type(value)) not in (type, abc.ABCMeta) and not dataclasses.is_dataclass(type(value)):

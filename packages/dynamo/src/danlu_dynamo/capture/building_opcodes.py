@@ -59,20 +59,35 @@ class BuildingOpcodes:
         val = {0: val, 1: str(val), 2: repr(val), 3: ascii(val)}[conv] if conv else val
         self.push(ConstVar(format(val, fmt)))
 
+    # A comprehension's container comes from the frame state (with a source) in a resume
+    # function after a break inside the comprehension: its additions are side effects on the
+    # real object, recorded and replayed like the method calls.
     def LIST_APPEND(self, inst):
         v = self.pop()
-        self.stack[-inst.arg].items.append(v)
+        target = self.stack[-inst.arg]
+        if target.source is not None:
+            target.call_method(self, "append", [v], {})
+        else:
+            target.items.append(v)
 
     def SET_ADD(self, inst):
         v = self.pop()
-        self.stack[-inst.arg].add(v)
+        target = self.stack[-inst.arg]
+        if target.source is not None:
+            target.call_method(self, "add", [v], {})
+        else:
+            target.add(v)
 
     def MAP_ADD(self, inst):
         v = self.pop()
         k = self.pop()
         if not k.is_const():
             raise Unsupported("dict comprehension with non-constant keys")
-        self.stack[-inst.arg].items[k.const()] = v
+        target = self.stack[-inst.arg]
+        if target.source is not None:
+            target.call_method(self, "__setitem__", [k, v], {})
+        else:
+            target.items[k.const()] = v
 
     def LIST_EXTEND(self, inst):
         v = self.pop()

@@ -46,10 +46,13 @@ _PUSHES = {
     "UNARY_NEGATIVE": 1,
     "UNARY_NOT": 1,
     "UNARY_INVERT": 1,
+    "UNARY_POSITIVE": 1,  # 3.11; 3.12+: CALL_INTRINSIC_1 (INTRINSIC_UNARY_POSITIVE)
+    "CALL_INTRINSIC_1": 1,
     "GET_ITER": 1,
     "LOAD_ATTR": 1,  # a property that cannot be traced (3.12+: not the method-load form)
     "STORE_ATTR": 0,
     "STORE_SUBSCR": 0,
+    "STORE_SLICE": 0,  # 3.12+ (3.11: BUILD_SLICE + STORE_SUBSCR)
     "DELETE_SUBSCR": 0,
 }
 if not PY311:
@@ -165,8 +168,41 @@ def in_loop(original, offset) -> bool:
     return False
 
 
-def _in_try(original, offset) -> bool:
-    return any(e.start <= offset < e.end for e in dis.Bytecode(original).exception_entries)
+def _in_try(original, offset, depth=0) -> bool:
+    """Whether an exception raised at ``offset`` could be caught in this frame. The handler
+    of a 3.12+ inlined comprehension (PEP 709) only restores the comprehension's variables and
+    re-raises: it does not count, unless its own code is protected in turn."""
+    for e in _exception_entries(original):
+        if e.start <= offset < e.end:
+            if depth < 8 and _is_comprehension_cleanup(original, e.target):
+                return _in_try(original, e.target, depth + 1)
+            return True
+    return False
+
+
+def _exception_entries(code):
+    hit = _entries.get(code)
+    if hit is None:
+        hit = _entries[code] = dis.Bytecode(code).exception_entries
+    return hit
+
+
+_entries: dict = {}
+
+
+def _is_comprehension_cleanup(code, offset) -> bool:
+    """``SWAP 2; POP_TOP; SWAP n; STORE_FAST x (n - 1 times); RERAISE 0`` at ``offset``: what
+    CPython 3.12+ emits to put an inlined comprehension's shadowed locals back."""
+    if PY311:
+        return False
+    ins = [i for i in dis.get_instructions(code) if i.offset >= offset][:3]
+    if [(i.opname, i.arg) for i in ins[:2]] != [("SWAP", 2), ("POP_TOP", None)]:
+        return False
+    if len(ins) < 3 or ins[2].opname != "SWAP":
+        return False
+    n = ins[2].arg
+    rest = [i for i in dis.get_instructions(code) if i.offset > ins[2].offset][:n]
+    return len(rest) == n and [i.opname for i in rest] == ["STORE_FAST"] * (n - 1) + ["RERAISE"]
 
 
 class BreakPlan:
@@ -216,8 +252,6 @@ class BreakPlan:
             # is a stack value, not the original's first argument.
             return "the function may call zero-argument super()"
         if self.branch is not None:  # a data-dependent branch: one resume function per side
-            if in_loop(self.original, ins.offset):
-                return "a data-dependent branch inside a loop"
             pushes, pops = 0, 1
             after = [self.successor, ins.target]
         else:
@@ -298,17 +332,30 @@ class BreakPlan:
         else:
             below = slot_temps[: self.n_below]
             passed = [t for t in below if t]
-            tail += push(slot_temps[self.n_below :])  # the break instruction's operands
+            operands = push(slot_temps[self.n_below :])  # the break instruction's operands
             if self.branch is not None:
                 taken = self._call_resume(frame_code, passed, self.instr.target, self.taken_locals)
                 value, kind = self.branch
                 jump = b.pop_jump_if_none if kind == "none" else b.pop_jump_if
-                tail += jump(value, taken[0])
+                deep = []
+                if in_loop(original, self.offset):
+                    # Deep in nested resume calls: take the branch here and continue the loop
+                    # in the original instructions (at either side, never at the jump itself:
+                    # on 3.11 it is fused with the COMPARE_OP before it).
+                    _, body, succ = _split_at(original, self.successor.offset)
+                    dest = next(i for i in body if i.offset == self.instr.target.offset)
+                    to_dest = push(below) + b.jump_to(dest)
+                    deep = operands + jump(value, to_dest[0])
+                    deep += push(below) + b.jump_to(succ) + to_dest
+                    tail += b.call(b.load_const(_shallow), []) + b.pop_jump_if(False, deep[0])
+                    operands = push(slot_temps[self.n_below :])
+                    need_body = True
+                tail += operands + jump(value, taken[0])
                 tail += self._call_resume(frame_code, passed, self.successor, self.resume_locals)
-                tail += taken
+                tail += taken + deep
             else:
                 results = [f"___r{i}" for i in range(self.n_results)]
-                tail += self._copy_break_instruction(kw_names)
+                tail += operands + self._copy_break_instruction(kw_names)
                 tail += b.store_locals(results) if results else []
                 call = self._call_resume(
                     frame_code, passed + results, self.successor, self.resume_locals

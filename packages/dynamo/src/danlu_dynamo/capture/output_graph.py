@@ -21,7 +21,14 @@ from .fake import new_mode, run_fake, to_fake
 from .guard_codegen import GuardSet
 from .source import Source
 from .variables.base import ConstVar, Var, is_const_value
-from .variables.containers import DictVar, ListIteratorVar, ListVar, SeqVar, TupleVar
+from .variables.containers import (
+    DictVar,
+    ListIteratorVar,
+    ListVar,
+    SeqVar,
+    SetVar,
+    TupleVar,
+)
 from .variables.objects import CellVar, ModuleVar, ObjectVar
 from .variables.tensor import TensorVar
 
@@ -413,6 +420,10 @@ class Rebuilder:
                         lambda p: p[0].__setitem__(slice(None), p[1]),
                     )
                 )
+            elif isinstance(var, SetVar):  # only added to (constants): add them at run time
+                obj = self.from_source(var.source)
+                vals = {i.const() for i in var.items}
+                out.append((obj, lambda s, vals=vals: s.update(vals)))
             elif isinstance(var, DictVar):
                 obj = self.from_source(var.source)
                 items = {k: self.rebuild(i) for k, i in var.items.items()}

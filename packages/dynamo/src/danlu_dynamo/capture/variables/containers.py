@@ -288,6 +288,8 @@ class DictVar(Var):
             if name in self.items:
                 return self.items[name]
             v = getattr(self.py_type, name, None)
+            if name == "to_tuple" and getattr(v, "__qualname__", "") == "ModelOutput.to_tuple":
+                return BoundVarMethod(self, name)  # transformers' own: see call_method
             if v is None or callable(v):
                 if name in getattr(self.py_type, "__dataclass_fields__", {}):
                     return ConstVar(None)
@@ -410,7 +412,10 @@ class SetVar(Var):
     def call_method(self, tx, name, args, kwargs):
         if name == "__contains__":
             return ConstVar(_const_index(args[0]) in {i.const() for i in self.items})
-        if name == "add" and self.source is None:
+        if name == "add" and len(args) == 1 and not kwargs:
+            if self.source is not None:  # a set of constants from the frame state
+                note_mutation(tx, self, "set")
+                tx.output.side_effects.mutate(self)
             self.add(args[0])
             return ConstVar(None)
         if name in ("union", "intersection", "difference", "issubset", "issuperset") and all(
