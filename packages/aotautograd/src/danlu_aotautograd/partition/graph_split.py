@@ -67,11 +67,16 @@ class JointParts:
         for n in nodes:
             if n.op != "output" and any(a in dependent for a in n.all_input_nodes):
                 dependent.add(n)
+        if any(r in dependent for r in fw_outputs):
+            raise RuntimeError("a forward output depends on a tangent")
+        # random ops of the forward are never recomputed in the backward (a second draw would
+        # differ); seeded ops that read a tangent are backward ops (cuDNN and efficient
+        # attention's backward take the forward's seed and offset) and run there once
         roots = list(fw_outputs) + [
-            n for n in nodes if n.op == "call_function" and is_random(n.target)
+            n
+            for n in nodes
+            if n.op == "call_function" and is_random(n.target) and n not in dependent
         ]
-        if any(r in dependent for r in roots):
-            raise RuntimeError("a forward output or random op depends on a tangent")
         return cls(primals, tangents, fw_outputs, grads, dependent, ancestors(roots))
 
 
@@ -150,7 +155,11 @@ def build_partition(
     order = {n: i for i, n in enumerate(joint.graph.nodes)}
     saved = _sizes_from_saved_tensors(set(saved), parts)
     saved = sorted(saved, key=order.__getitem__)
-    randoms = [n for n in joint.graph.nodes if n.op == "call_function" and is_random(n.target)]
+    randoms = [  # the forward's random ops run there even when nothing reads them
+        n
+        for n in joint.graph.nodes
+        if n.op == "call_function" and is_random(n.target) and n not in parts.tangent_dependent
+    ]
     backward = extract_graph(joint, saved + parts.tangents, parts.grads)
     rebuilt = _read_sizes_from_tensor_inputs(backward)
     saved = [n for n in saved if n.name not in rebuilt]
