@@ -64,6 +64,11 @@ def test_misaligned_bf16_matmuls_are_padded(results):
     assert _ok(results["padded_matmuls"])["padded"] == 2
 
 
+def test_repeated_layers_compile_each_kernel_once(results):
+    r = _ok(results["repeated_layers"])
+    assert r["unique"] < r["kernels"], r
+
+
 def test_out_of_bounds_gather_raises(results):
     assert "index out of range" in _ok(results["out_of_bounds"])["raised"]
 

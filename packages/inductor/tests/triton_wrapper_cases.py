@@ -472,6 +472,24 @@ def run_padded_matmuls():
     return {"padded": c.report["padded_matmuls"]}
 
 
+def run_repeated_layers():
+    """Three identical layers: their kernels differ only in name and buffers, so the module
+    holds each once (aliases for the rest), and every alias computes its own layer."""
+
+    def fn(x, *ws):
+        for w1, w2 in zip(ws[::2], ws[1::2]):
+            x = torch.nn.functional.layer_norm(x + torch.relu(x @ w1) @ w2, (x.shape[-1],))
+        return x
+
+    ws = [_nc(32, 32) * 0.2 for _ in range(6)]
+    x = _nc(16, 32)
+    c = _compile(fn, [x, *ws])
+    torch.testing.assert_close(c(x, *ws), fn(x, *ws), rtol=1e-4, atol=1e-4)
+    unique = c.kernel_source.count("@triton.jit")
+    assert unique < c.report["kernels"], (unique, c.report["kernels"])
+    return {"kernels": c.report["kernels"], "unique": unique}
+
+
 def main(mode, out_path):
     global DEVICE
     DEVICE = "cuda" if mode == "cuda" else "cpu"
@@ -489,6 +507,7 @@ def main(mode, out_path):
         "cudagraph_runner_logic",
         "direct_launch",
         "padded_matmuls",
+        "repeated_layers",
     ]
     results = {}
     for name in names:
@@ -512,6 +531,8 @@ def main(mode, out_path):
                 info = run_direct_launch()
             elif name == "padded_matmuls":
                 info = run_padded_matmuls()
+            elif name == "repeated_layers":
+                info = run_repeated_layers()
             else:
                 info = run_case(name)
             results[name] = {"ok": True, **info}
