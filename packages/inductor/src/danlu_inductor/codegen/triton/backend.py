@@ -345,28 +345,35 @@ class DirectLaunch:
     Triton's Python launch path binds the arguments, recomputes the specialisation key and
     looks the kernel up on every call (tens of microseconds; a graph launches hundreds of
     kernels). After the first launch of a config we keep the compiled kernel and call its
-    launcher directly, as long as the arguments specialise the same way: every tensor's
-    16-byte alignment and every integer's ``== 1`` / ``% 16 == 0`` class, which is what
-    Triton compiled the kernel for. Anything else goes through the normal path.
+    launcher directly while the arguments still meet what Triton compiled it for: a tensor
+    that was 16-byte aligned must still be, an integer that was 1 must still be 1, one that
+    was a multiple of 16 must still be. (What was not assumed needs no check: the kernel
+    compiled without the assumption runs for any value.) Anything else takes the normal path.
     """
 
     unavailable: str | None = None  # why the last attempt failed (for tests and logs)
 
-    def __init__(self, kernel, order, key, get_stream):
-        self.kernel = kernel
-        self.order = order  # for each kernel argument: ("arg", i), ("size", i) or ("const", v)
-        self.key = key
-        self.get_stream = get_stream
+    def __init__(self, kernel, tail, checks, stream):
         self.run = kernel.run
         self.function = kernel.function
         self.packed = kernel.packed_metadata
+        self.tail = tail  # the constexpr values, after the arguments and sizes
+        self.aligned, self.ones, self.multiples = checks
+        self.get_stream, self.device = stream
 
     @staticmethod
-    def specialisation(args, sizes):
-        return tuple(
-            a.data_ptr() % 16 == 0 if hasattr(a, "data_ptr") else (a == 1, a % 16 == 0)
-            for a in (*args, *sizes)
-        )
+    def assumptions(values):
+        aligned, ones, multiples = [], [], []
+        for i, v in enumerate(values):
+            if hasattr(v, "data_ptr"):
+                if v.data_ptr() % 16 == 0:
+                    aligned.append(i)
+            elif isinstance(v, int) and not isinstance(v, bool):
+                if v == 1:
+                    ones.append(i)
+                elif v % 16 == 0:
+                    multiples.append(i)
+        return tuple(aligned), tuple(ones), tuple(multiples)
 
     @classmethod
     def make(cls, fn, kernel, cfg, args, sizes):
@@ -382,47 +389,48 @@ class DirectLaunch:
             if hasattr(kernel, "result"):  # some Triton versions hand back a future
                 kernel = kernel.result()
             kernel._init_handles()
-            names = list(fn.arg_names)
             consts = cfg.kwargs()
-            order = []
-            for i, name in enumerate(names):
-                if i < len(args):
-                    order.append(("arg", i))
-                elif i < len(args) + len(sizes):
-                    order.append(("size", i - len(args)))
-                elif name in consts:
-                    order.append(("const", consts[name]))
-                else:  # a signature we do not know how to fill
-                    DirectLaunch.unavailable = f"unexpected kernel argument {name}"
-                    return None
+            names = list(fn.arg_names)
+            n = len(args) + len(sizes)
+            if names[n:] != list(consts):  # arguments, sizes, then the constexprs
+                DirectLaunch.unavailable = f"unexpected kernel signature {names}"
+                return None
             driver = triton.runtime.driver.active
-            device = driver.get_current_device()
-            get_stream = driver.get_current_stream
-            return cls(kernel, order, cls.specialisation(args, sizes), (get_stream, device))
+            stream = (driver.get_current_stream, driver.get_current_device())
+            checks = cls.assumptions([*args, *sizes])
+            return cls(kernel, tuple(consts.values()), checks, stream)
         except Exception as e:  # another Triton version: keep the normal launch path
             log.debug("danlu_inductor: direct launch unavailable: %s", e)
             DirectLaunch.unavailable = f"{type(e).__name__}: {e}"
             return None
 
     def matches(self, args, sizes) -> bool:
-        return self.specialisation(args, sizes) == self.key
+        values = (*args, *sizes) if sizes else args
+        for i in self.aligned:
+            if values[i].data_ptr() & 15:
+                return False
+        for i in self.ones:
+            if values[i] != 1:
+                return False
+        for i in self.multiples:
+            if values[i] & 15:
+                return False
+        return True
 
     def launch(self, grid, args, sizes):
-        values = [args[v] if k == "arg" else sizes[v] if k == "size" else v for k, v in self.order]
-        get_stream, device = self.get_stream
-        g1 = grid[1] if len(grid) > 1 else 1
-        g2 = grid[2] if len(grid) > 2 else 1
         self.run(
             grid[0],
-            g1,
-            g2,
-            get_stream(device),
+            grid[1] if len(grid) > 1 else 1,
+            grid[2] if len(grid) > 2 else 1,
+            self.get_stream(self.device),
             self.function,
             self.packed,
             None,
             None,
             None,
-            *values,
+            *args,
+            *sizes,
+            *self.tail,
         )
 
 
