@@ -40,8 +40,20 @@ def construct_module(tx, cls, args, kwargs):
     kvals = {k: v.const() for k, v in kwargs.items()}
     if not all(is_const_value(v) for v in [*vals, *kvals.values()]):
         raise Unsupported(f"constructing module {name} with non-constant arguments")
+    if "device" in kvals or any(isinstance(v, torch.device) for v in [*vals, *kvals.values()]):
+        raise Unsupported(f"constructing module {name} on a device")
     try:
+        # A probe on the meta device first: a module with state would otherwise allocate
+        # and draw from the random generator here, and again when the break runs it eagerly.
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            probe = cls(*vals, **kvals)
+        if _holds_state(probe):
+            raise Unsupported(
+                f"constructing module {name} with parameters, buffers or submodules"
+            )
         mod = cls(*vals, **kvals)
+    except Unsupported:
+        raise
     except Exception as e:
         raise Unsupported(f"{type(e).__name__} constructing module {name}: {e}") from e
     if _holds_state(mod):

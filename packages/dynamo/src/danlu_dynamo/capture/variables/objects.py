@@ -286,7 +286,11 @@ class ModuleVar(ObjectVar):
         src = self.source.attr(name) if self.source is not None else None
         d = mod.__dict__
         if name in d:
-            return tx.output.wrap(d[name], src)
+            v = tx.output.wrap(d[name], src)
+            if name in ("_modules", "_parameters", "_buffers") and isinstance(v, DictVar):
+                # calls read the real module (forward, iteration): its tables stay as they are
+                v.read_only = f"changing {name} of {self.cls.__name__} in the traced code"
+            return v
         for store in ("_parameters", "_buffers", "_modules"):
             s = d.get(store)
             if s is not None and name in s:
