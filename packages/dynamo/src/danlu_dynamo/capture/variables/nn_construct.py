@@ -48,9 +48,7 @@ def construct_module(tx, cls, args, kwargs):
         with torch.random.fork_rng(devices=[]), torch.device("meta"):
             probe = cls(*vals, **kvals)
         if _holds_state(probe):
-            raise Unsupported(
-                f"constructing module {name} with parameters, buffers or submodules"
-            )
+            raise Unsupported(f"constructing module {name} with parameters, buffers or submodules")
         mod = cls(*vals, **kvals)
     except Unsupported:
         raise
