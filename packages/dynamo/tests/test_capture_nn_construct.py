@@ -257,3 +257,21 @@ def test_module_live_across_a_later_break():
         torch.testing.assert_close(opt(x), f(x))
     e = _explain(f, x)
     assert e.graph_break_count == 1 and not e.eager_regions
+
+
+_ACT = nn.ReLU()
+
+
+def test_appending_to_a_module_from_the_frame_breaks_and_matches():
+    # The trace's calls read the real module: a traced append would be lost (wrong result).
+    def f(x, seq):
+        seq.append(_ACT)
+        return seq(x)
+
+    x = torch.randn(6)
+    opt = danlu_dynamo.optimize("eager")(f)
+    ref_seq, opt_seq = nn.Sequential(), nn.Sequential()
+    for _ in range(2):
+        torch.testing.assert_close(opt(x, opt_seq), f(x, ref_seq))
+    assert len(opt_seq) == len(ref_seq) == 2
+    assert _breaks(f, x, nn.Sequential())[0] >= 1

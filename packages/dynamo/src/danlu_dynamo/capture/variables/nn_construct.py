@@ -79,7 +79,7 @@ def _holds_state(mod) -> bool:
     if d.get("_modules"):
         return True
     hooks = [k for k, v in d.items() if "hook" in k and v]
-    return bool(hooks)
+    return bool(hooks) or any(isinstance(v, torch.Tensor) for v in d.values())
 
 
 class FreshModuleVar(ModuleVar):

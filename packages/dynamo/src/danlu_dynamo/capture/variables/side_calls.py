@@ -30,11 +30,21 @@ _LOGGER_METHODS = {
     "critical": logging.CRITICAL,
     "log": None,  # the level is the first argument
 }
-# id -> (function, level name): matched by identity (the class may be patched by libraries)
-_METHOD_IDS = {
-    id(getattr(logging.Logger, n)): (getattr(logging.Logger, n), n) for n in _LOGGER_METHODS
-}
-_ROOT_FN_IDS = {id(getattr(logging, n)): (getattr(logging, n), n) for n in _LOGGER_METHODS}
+
+
+def _logging_fns(owner, prefix):
+    # id -> (function, method name), matched by identity; a method some library replaced on
+    # the class (not logging's own) is inlined as before
+    out = {}
+    for n in _LOGGER_METHODS:
+        f = getattr(owner, n, None)
+        if getattr(f, "__module__", None) == "logging" and f.__qualname__ == prefix + n:
+            out[id(f)] = (f, n)
+    return out
+
+
+_METHOD_IDS = _logging_fns(logging.Logger, "Logger.")
+_ROOT_FN_IDS = _logging_fns(logging, "")
 
 
 def bind_special(tx, obj_var, attr, source):
