@@ -3,6 +3,7 @@ sees are the eager ones (``_once`` helpers once, plain logger calls on every cal
 
 import functools
 import logging
+import warnings
 
 import pytest
 import torch
@@ -211,3 +212,70 @@ def test_logger_replay_then_later_break_keeps_order(logger):
     assert [r.getMessage() for r in logger.collected] == ["first", "second"]
     n, e = _breaks(f, x)
     assert e.graph_break_count == 1 and not e.eager_regions
+
+
+def _warn_helper(x):
+    warnings.warn("helper is deprecated", DeprecationWarning, stacklevel=2)
+    return x * 3
+
+
+def test_warnings_warn_replayed_with_eager_location_and_filters():
+    def f(x):
+        warnings.warn("careful", UserWarning)
+        y = x.exp()
+        return _warn_helper(y)  # stacklevel=2: attributed to this line
+
+    x = torch.randn(3)
+    opt = danlu_dynamo.optimize("eager")(f)
+    with warnings.catch_warnings(record=True) as ref:
+        warnings.simplefilter("always")
+        expected = f(x)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            torch.testing.assert_close(opt(x), expected)
+    assert len(ref) == 2 and len(got) == 4  # every call, as the "always" filter says
+    key = [(str(w.message), w.category, w.filename, w.lineno) for w in ref]
+    assert [(str(w.message), w.category, w.filename, w.lineno) for w in got] == key * 2
+    with warnings.catch_warnings(record=True) as quiet:
+        warnings.simplefilter("ignore")
+        opt(x)
+    assert quiet == []
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert _breaks(f, x)[0] == 0
+
+
+def test_warnings_warn_error_filter_breaks_and_raises():
+    def f(x):
+        y = x + 1
+        warnings.warn("stop here", RuntimeWarning)
+        return y * 2
+
+    x = torch.randn(2)
+    opt = danlu_dynamo.optimize("eager")(f)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(opt(x), (x + 1) * 2)
+    assert len(rec) == 1
+    # the same compiled function under an "error" filter: the guard sends it back to tracing,
+    # which breaks, so the exception comes from the call itself
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeWarning, match="stop here"):
+            opt(x)
+    reasons = [str(b.reason) for b in opt._capture_ctx.breaks]
+    assert any("into an error" in r for r in reasons), reasons
+
+
+def test_warnings_warn_stacklevel_outside_frame_breaks():
+    def f(x):
+        warnings.warn("from caller", UserWarning, stacklevel=2)
+        return x + 1
+
+    x = torch.randn(2)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(danlu_dynamo.optimize("eager")(f)(x), x + 1)
+        assert _breaks(f, x)[0] >= 1
+    assert len(rec) >= 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import warnings
 
 from ..exc import Unsupported
 from .base import ConstVar, Var, is_const_value
@@ -69,6 +70,12 @@ def wrap_special(out, value, source):
         if source is not None:
             out.guards.id_match(source.expr, value)
         return RootLoggingCallVar(hit[1], value, source)
+    if value is warnings.warn:
+        from .warn_calls import WarnCallVar
+
+        if source is not None:
+            out.guards.id_match(source.expr, value)
+        return WarnCallVar(value, source)
     return None
 
 
