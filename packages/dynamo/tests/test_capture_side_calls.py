@@ -221,7 +221,7 @@ def _warn_helper(x):
 
 def test_warnings_warn_replayed_with_eager_location_and_filters():
     def f(x):
-        warnings.warn("careful", UserWarning)
+        warnings.warn("careful", UserWarning, stacklevel=1)
         y = x.exp()
         return _warn_helper(y)  # stacklevel=2: attributed to this line
 
@@ -249,7 +249,7 @@ def test_warnings_warn_replayed_with_eager_location_and_filters():
 def test_warnings_warn_error_filter_breaks_and_raises():
     def f(x):
         y = x + 1
-        warnings.warn("stop here", RuntimeWarning)
+        warnings.warn("stop here", RuntimeWarning, stacklevel=1)
         return y * 2
 
     x = torch.randn(2)
