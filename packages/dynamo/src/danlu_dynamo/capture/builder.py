@@ -26,6 +26,7 @@ from .variables.builtins import (
 from .variables.containers import DictVar, ListVar, TupleVar, note_frame_container
 from .variables.functions import BoundMethodVar, UserFunctionVar
 from .variables.objects import ClassVar, ModuleVar, ObjectVar, PythonModuleVar
+from .variables.side_calls import wrap_special
 
 
 class GradCtxClassVar(ClassVar):
@@ -116,6 +117,9 @@ def wrap_value(out, value, source):
         if source is not None:
             note_frame_container(out, var, "dict")
         return var
+    special = wrap_special(out, value, source)
+    if special is not None:  # lru_cache functions, logging.<level>()
+        return special
     if isinstance(value, (types.FunctionType,)):
         if src is not None:
             g.id_match(src, value)

@@ -38,6 +38,10 @@ class SideEffects:
         self.mutated: dict[int, Var] = {}  # id(var) -> var, in order of first mutation
         self.globals: dict[str, Var] = {}
         self.new_objects: list[Var] = []
+        self.calls: list = []  # functions () -> None replayed after the graph (logging)
+
+    def replay_call(self, fn):
+        self.calls.append(fn)
 
     def mutate(self, var: Var):
         self.mutated.setdefault(id(var), var)
@@ -49,7 +53,8 @@ class SideEffects:
         self.globals[name] = var
 
     def __len__(self):
-        return sum(1 for v in self.mutated.values() if _needs_replay(v)) + len(self.globals)
+        n = sum(1 for v in self.mutated.values() if _needs_replay(v))
+        return n + len(self.globals) + len(self.calls)
 
 
 def _needs_replay(v) -> bool:
@@ -374,6 +379,8 @@ class Rebuilder:
         """Functions ``ctx -> None``; their inputs are rebuilt before any of them runs."""
         out = []
         se = self.output.side_effects
+        for call in se.calls:
+            out.append((_NONE, lambda _, call=call: call()))
         for var in se.mutated.values():
             if not _needs_replay(var):
                 continue
@@ -441,6 +448,10 @@ class Rebuilder:
             val = self.rebuild(var)
             out.append((val, lambda x, n=name, g=self.output.f_globals: g.__setitem__(n, x)))
         return out
+
+
+def _NONE(ctx):
+    return None
 
 
 def _pair(a, b):

@@ -298,6 +298,8 @@ class DictVar(Var):
         return BoundVarMethod(self, name)
 
     def _mut(self, tx):
+        if getattr(self, "read_only", None):
+            raise Unsupported(self.read_only)
         note_mutation(tx, self, "dict")
         tx.output.side_effects.mutate(self)
         self.mutated = True

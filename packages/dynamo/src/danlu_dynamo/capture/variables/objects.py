@@ -39,6 +39,11 @@ def _bind_class_attr(tx, obj_var, cls, name, attr, cls_source: Source | None):
     if isinstance(attr, classmethod):
         fn = attr.__func__
         return BoundMethodVar(tx.output.wrap(fn, None), ClassVar(cls, cls_source))
+    from .side_calls import bind_special
+
+    special = bind_special(tx, obj_var, attr, cls_source.attr(name) if cls_source else None)
+    if special is not None:  # lru_cache functions, Logger methods
+        return special
     if isinstance(attr, types.FunctionType):
         return BoundMethodVar(
             UserFunctionVar(attr, cls_source.attr(name) if cls_source else None), obj_var
@@ -281,7 +286,11 @@ class ModuleVar(ObjectVar):
         src = self.source.attr(name) if self.source is not None else None
         d = mod.__dict__
         if name in d:
-            return tx.output.wrap(d[name], src)
+            v = tx.output.wrap(d[name], src)
+            if name in ("_modules", "_parameters", "_buffers") and isinstance(v, DictVar):
+                # calls read the real module (forward, iteration): its tables stay as they are
+                v.read_only = f"changing {name} of {self.cls.__name__} in the traced code"
+            return v
         for store in ("_parameters", "_buffers", "_modules"):
             s = d.get(store)
             if s is not None and name in s:
@@ -565,7 +574,9 @@ class ClassVar(Var):
     def call(self, tx, args, kwargs):
         cls = self.cls
         if issubclass(cls, torch.nn.Module):
-            raise Unsupported(f"constructing module {cls.__name__} in the traced code")
+            from .nn_construct import construct_module
+
+            return construct_module(tx, cls, args, kwargs)
         if issubclass(cls, BaseException):
             raise Unsupported(f"constructing exception {cls.__name__}")
         if dataclasses.is_dataclass(cls) and issubclass(cls, dict):
