@@ -185,11 +185,17 @@ class CppKernel:
         self.uses_indirect = True
         name = f"idx{self.n}"
         self.n += 1
-        self.inner_vars.add(name)  # side effects (the error flag): never hoisted
+        target = self.scope
+        if target.parent is not None and not self._inner_dependent(v.name):
+            # an index fixed for the whole inner loop (an embedding row) is checked once,
+            # before it: the error-flag store inside would keep the loop from vectorizing
+            target = target.parent
+        else:
+            self.inner_vars.add(name)  # side effects (the error flag): not hoisted
         s = cexpr(size)
-        self.line(f"int64_t {name} = static_cast<int64_t>({v.name});")
-        self.line(f"if ({name} < 0) {name} += {s};")
-        self.line(f"if ({name} < 0 || {name} >= {s}) {{ *dl_err = 1; {name} = 0; }}")
+        target.lines.append(f"int64_t {name} = static_cast<int64_t>({v.name});")
+        target.lines.append(f"if ({name} < 0) {name} += {s};")
+        target.lines.append(f"if ({name} < 0 || {name} >= {s}) {{ *dl_err = 1; {name} = 0; }}")
         return sym(name)
 
     # --------------------------------------------------------------------- node bodies
