@@ -3,6 +3,8 @@ danlu-primtorch's fake tensors treat index.Tensor as data-dependent, so it canno
 
 from __future__ import annotations
 
+import operator
+
 import pytest
 import torch
 import torch.fx as fx
@@ -43,3 +45,26 @@ def test_out_of_range_index_raises(compiled):
     (x, _, j), graphs = compiled
     with pytest.raises(IndexError):
         graphs[0](x, torch.tensor([[7, 0], [0, 0]]), j)
+
+
+def _embedding_layer_norm():
+    g = fx.Graph()
+    w, idx = g.placeholder("w"), g.placeholder("idx")
+    rows = g.call_function(aten.embedding.default, (w, idx))
+    out = g.call_function(aten.native_layer_norm.default, (rows, [16], None, None, 1e-5))
+    g.output((g.call_function(operator.getitem, (out, 0)),))
+    return fx.GraphModule(torch.nn.Module(), g)
+
+
+def test_row_index_is_checked_once_outside_the_row_loop():
+    # an embedding row feeding a row reduction: the index (and its bounds check, which writes
+    # the error flag) is fixed for the inner loop, so it sits before it and the loop vectorizes
+    w = torch.randn(10, 16)
+    idx = torch.tensor([[3, 0], [9, 7]])
+    (c,) = compile_fx_batch([(_embedding_layer_norm(), [w, idx])])
+    ref = torch.nn.functional.layer_norm(torch.nn.functional.embedding(idx, w), [16])
+    torch.testing.assert_close(c(w, idx)[0], ref)
+    src = c.kernel_source[c.kernel_source.index('extern "C"') :]
+    assert src.index("*dl_err = 1") < src.index("#pragma omp simd")
+    with pytest.raises(IndexError):
+        c(w, torch.tensor([[3, 0], [10, 1]]))

@@ -181,3 +181,24 @@ def test_noncontiguous_input_at_call_time_is_handled():
     (c,) = compile_fx_batch([(gm, [x])])
     y = torch.randn(4, 6).t()
     torch.testing.assert_close(c(y), y * 2)
+
+
+def test_masked_softmax_with_a_bool_mask_matches_eager():
+    # bool tensors go through uint8_t pointers (so the mask loads vectorize); a causal mask,
+    # a transposed (strided) mask, and a row masked out entirely (NaN row, like eager)
+    x = torch.randn(3, 16, 16)
+    causal = torch.ones(20, 20, dtype=torch.bool).tril()[:16, :16]
+    other = torch.rand(16, 16).t() > 0.3
+    other[5] = False
+
+    def f(x, m):
+        return torch.softmax(x.masked_fill(~m, float("-inf")), -1), m & (x > 0)
+
+    items = [(aten_graph(f, x, m), [x, m]) for m in (causal, other)]
+    compiled = compile_fx_batch(items)
+    for m, c in zip((causal, other), compiled):
+        got, ref = c(x, m), f(x, m)
+        torch.testing.assert_close(got[0], ref[0], equal_nan=True)
+        assert got[1].dtype == torch.bool and torch.equal(got[1], ref[1])
+    assert "const uint8_t*" in compiled[0].kernel_source
+    assert "bool*" not in compiled[0].kernel_source

@@ -146,6 +146,8 @@ class CppKernel:
             expr = f"dl_from_bf16({expr})"
         elif dtype == torch.float16:
             expr = f"static_cast<float>({expr})"
+        elif dtype == torch.bool:
+            expr = f"static_cast<bool>({expr})"  # read as uint8_t (see _param_ctype)
         return self.emit(expr, dtype)
 
     def store(self, name, index, value: CSEVar):
@@ -164,6 +166,8 @@ class CppKernel:
             v = f"dl_to_bf16({v})"
         elif dtype == torch.float16:
             v = f"static_cast<dl_half>({v})"
+        elif dtype == torch.bool:
+            v = f"static_cast<uint8_t>(static_cast<bool>({v}))"
         elif value_ctype(value.dtype) != STORAGE_CTYPE[dtype]:
             v = f"static_cast<{STORAGE_CTYPE[dtype]}>({v})"
         target = f"{self.ptr(name, out=True)}[{cexpr(simplify_index(index))}]"
@@ -181,11 +185,17 @@ class CppKernel:
         self.uses_indirect = True
         name = f"idx{self.n}"
         self.n += 1
-        self.inner_vars.add(name)  # side effects (the error flag): never hoisted
+        target = self.scope
+        if target.parent is not None and not self._inner_dependent(v.name):
+            # an index fixed for the whole inner loop (an embedding row) is checked once,
+            # before it: the error-flag store inside would keep the loop from vectorizing
+            target = target.parent
+        else:
+            self.inner_vars.add(name)  # side effects (the error flag): not hoisted
         s = cexpr(size)
-        self.line(f"int64_t {name} = static_cast<int64_t>({v.name});")
-        self.line(f"if ({name} < 0) {name} += {s};")
-        self.line(f"if ({name} < 0 || {name} >= {s}) {{ *dl_err = 1; {name} = 0; }}")
+        target.lines.append(f"int64_t {name} = static_cast<int64_t>({v.name});")
+        target.lines.append(f"if ({name} < 0) {name} += {s};")
+        target.lines.append(f"if ({name} < 0 || {name} >= {s}) {{ *dl_err = 1; {name} = 0; }}")
         return sym(name)
 
     # --------------------------------------------------------------------- node bodies
@@ -267,7 +277,7 @@ class CppKernel:
         params = []
         for name, p in self.params.items():
             const = "" if self.param_out[name] else "const "
-            params.append(f"{const}{STORAGE_CTYPE[self.buffer_dtype[name]]}* {p}")
+            params.append(f"{const}{_param_ctype(self.buffer_dtype[name])}* {p}")
         if self.uses_indirect:
             params.append("int64_t* dl_err")
         head = f'extern "C" void {self.kernel_name}({", ".join(params)})'
@@ -381,6 +391,12 @@ class CppKernel:
             var = CSEVar(f"v_{n.name}", vdt)
             self.line(f"{value_ctype(vdt)} {var.name} = {expr};")
             self._store_node(n, var, idx)
+
+
+def _param_ctype(dtype) -> str:
+    # bool tensors are read and written through uint8_t pointers: gcc does not vectorize a
+    # loop that loads `bool` next to floats (a masked softmax ran scalar, 7x slower)
+    return "uint8_t" if dtype == torch.bool else STORAGE_CTYPE[dtype]
 
 
 def _result_expr(n, rtype, acc):
