@@ -13,6 +13,7 @@ import torch
 from ..exc import Unsupported
 from .base import FOLDABLE, ConstVar, NullVar, Var
 from .containers import DictVar, ListIteratorVar, ListVar, SeqVar, SetVar, TupleVar
+from .symbolic import SymNumVar, sym_binary
 from .tensor import TensorVar
 
 BINARY = {
@@ -67,6 +68,10 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
             if not (isinstance(v, TensorVar) or v.is_const() or isinstance(v, SeqVar)):
                 raise Unsupported(f"{op.__name__} between a tensor and {v}")
         return tx.output.call_op("call_function", op, [a, b], {})
+    if isinstance(a, SymNumVar) or isinstance(b, SymNumVar):
+        r = sym_binary(tx, op, a, b)  # size arithmetic in the graph (dynamic shapes)
+        if r is not None:
+            return r
     if a.is_const() and b.is_const():
         try:
             return tx.output.wrap_const(op(a.const(), b.const()))
@@ -296,7 +301,7 @@ def _len(tx, x):
     if isinstance(x, TensorVar):
         if x.example.dim() == 0:
             raise Unsupported("len() of a 0-d tensor")
-        return ConstVar(x.example.shape[0])
+        return tx.output.size_var(x, 0)
     if x.is_const():
         return None
     if isinstance(x, SeqVar | DictVar | SetVar):
