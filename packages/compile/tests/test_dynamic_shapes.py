@@ -89,11 +89,26 @@ def test_mark_dynamic_is_reexported():
     assert isinstance(ph.meta["val"].shape[1], torch.SymInt)
 
 
-def test_explain_and_logs_say_which_size_changed(caplog):
+def test_logs_and_capture_say_which_size_changed():
     import logging
 
-    compiled = danlu.compile(lambda x: x.relu(), backend="eager")
-    with caplog.at_level(logging.INFO, logger="danlu_dynamo.recompiles"):
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    logger = logging.getLogger("danlu_dynamo.recompiles")
+    handler, level = Keep(), logger.level
+    logger.addHandler(handler)  # direct: other tests may stop this logger propagating
+    logger.setLevel(logging.INFO)
+    try:
+        compiled = danlu.compile(lambda x: x.relu(), backend="eager")
         compiled(torch.randn(3, 4))
         compiled(torch.randn(6, 4))
-    assert any("L['x'].size(0): 3 -> 6, made dynamic" in r.getMessage() for r in caplog.records)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert any("L['x'].size(0): 3 -> 6, made dynamic" in r for r in records)
+    capture = danlu.CompileStats.current().captures[-1]
+    assert any("made dynamic" in r for r in capture.recompiles)

@@ -333,3 +333,21 @@ def test_broadcast_equality_becomes_a_guard():
     assert be.n == 1
     with pytest.raises(RuntimeError):  # eager's own error: the guard sends it to a new trace
         opt(torch.randn(3), torch.randn(4))
+
+
+def test_symbolic_shapes_keep_python_types():
+    be = Counter()
+
+    def f(x):
+        s = x.shape
+        kinds = isinstance(s, torch.Size), isinstance(s[1:], torch.Size), type(x.size(0))
+        return x.view(s[0], -1) * 2, kinds, s[1:], x.size(), isinstance(s[0], int)
+
+    opt = danlu_dynamo.optimize(be, dynamic=True)(f)
+    for n in (3, 5, 8):
+        x = torch.randn(n, 4, 2)
+        got, exp = opt(x), f(x)
+        torch.testing.assert_close(got[0], exp[0])
+        assert got[1:] == exp[1:]
+        assert type(got[2]) is torch.Size and type(got[3]) is torch.Size
+    assert be.n == 1

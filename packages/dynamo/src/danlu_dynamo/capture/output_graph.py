@@ -196,7 +196,7 @@ class OutputGraph:
         """``t.shape`` as a tuple of sizes (constants or ``SymNumVar``s)."""
         if not is_symbolic(t.example.shape):
             return ConstVar(t.example.shape)
-        return TupleVar([self.size_var(t, d) for d in range(t.example.dim())])
+        return TupleVar([self.size_var(t, d) for d in range(t.example.dim())], py_type=torch.Size)
 
     def prune_size_nodes(self):
         """Drop size computations nothing uses (``x.size(0)`` read only for a branch)."""

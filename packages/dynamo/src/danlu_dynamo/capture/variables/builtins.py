@@ -237,8 +237,8 @@ def contains(tx, container: Var, item: Var) -> bool:
 
 
 def python_type_of(v: Var):
-    if isinstance(v, SymNumVar):
-        return v.python_type()  # no specialisation for isinstance(n, int)
+    if isinstance(v, (SymNumVar, SeqVar)):
+        return v.python_type()  # no specialisation of sizes for isinstance(n, int)
     if v.is_const():
         return type(v.const())
     return v.python_type()

@@ -163,8 +163,9 @@ def wrap_symbolic(output, node, value) -> Var:
                 items.append(wrap_symbolic(output, sub, x))
             else:
                 items.append(ConstVar(x))
-        py = list if t is list else tuple
-        return TupleVar(items) if py is tuple else _list(items)
+        if t is list:
+            return _list(items)
+        return TupleVar(items, py_type=t)
     return ConstVar(concrete(value))
 
 
