@@ -136,7 +136,7 @@ class OutputGraph:
         fake = to_fake(self.fake_mode, value, dims, source.expr)
         if dims:
             self.dynamic_dims[source.expr] = dims
-            node.meta["example_value"] = fake
+        node.meta["example_value"] = fake  # torch's name for it; "val" is set by TensorVar
         var = TensorVar(node, fake, value.device, source)
         var.is_param = isinstance(value, torch.nn.Parameter)
         return var
