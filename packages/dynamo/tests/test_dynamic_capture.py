@@ -351,3 +351,46 @@ def test_symbolic_shapes_keep_python_types():
         assert got[1:] == exp[1:]
         assert type(got[2]) is torch.Size and type(got[3]) is torch.Size
     assert be.n == 1
+
+
+def test_sources_in_closures_lists_and_kwargs(capture_path):
+    be = Counter()
+    outer = torch.randn(5, 3)
+
+    def make():
+        cell = outer
+
+        def f(xs, *, scale):
+            a, b = xs
+            n = a.shape[0] + cell.shape[0]
+            return torch.cat([a, b, cell]) * scale, n
+
+        return f
+
+    f = make()
+    opt = danlu_dynamo.optimize(be, dynamic=True)(f)
+    for m in (2, 4, 7):
+        xs = [torch.randn(m, 3), torch.randn(m + 1, 3)]
+        got, exp = opt(xs, scale=2.0), f(xs, scale=2.0)
+        torch.testing.assert_close(got[0], exp[0])
+        assert got[1] == exp[1]
+    assert be.n == 1
+
+
+def test_size_live_at_a_graph_break(capture_path):
+    be = Counter()
+
+    def f(x):
+        t = x.shape[0] * 2
+        y = x.sin()
+        print_ = str(y.sum().item())  # a graph break: t and y live across it
+        return y + t, len(print_) > 0, t
+
+    opt = danlu_dynamo.optimize(be, dynamic=True)(f)
+    for n in (3, 6, 9):
+        x = torch.randn(n, 2)
+        got, exp = opt(x), f(x)
+        torch.testing.assert_close(got[0], exp[0])
+        assert got[1:] == exp[1:]
+    assert opt._capture_ctx.breaks
+
