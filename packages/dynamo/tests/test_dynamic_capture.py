@@ -394,3 +394,26 @@ def test_size_live_at_a_graph_break(capture_path):
         assert got[1:] == exp[1:]
     assert opt._capture_ctx.breaks
 
+
+def test_a_failing_symbolic_capture_falls_back_to_static(capture_path, caplog):
+    # a backend that refuses graphs with symbolic sizes: the frame is traced again with
+    # static sizes (logged), and the results stay right
+    seen = []
+
+    def picky(gm, example_inputs):
+        ph = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+        symbolic = any(isinstance(s, torch.SymInt) for t in ph for s in t.shape)
+        seen.append(symbolic)
+        if symbolic:
+            raise NotImplementedError("no symbolic sizes here")
+        return gm.forward
+
+    opt = danlu_dynamo.optimize(picky, dynamic=True)(lambda x: x.relu() + x.shape[0])
+    with caplog.at_level(logging.INFO, logger="danlu_dynamo.recompiles"):
+        for n in (3, 4):
+            x = torch.randn(n, 2)
+            torch.testing.assert_close(opt(x), x.relu() + n)
+    assert seen == [True, False, True, False]
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "traced with static sizes" in text and "no symbolic sizes here" in text
+    assert any("static sizes" in r for r in opt._capture_ctx.recompiles)

@@ -480,7 +480,9 @@ def _trace_segment_dynamic(ctx, fs: FrameState, previous) -> Segment:
         if not policy.active or not policy.used:
             raise
         why = f"{type(e).__name__}: {e}"
-    log.info("dynamic shapes: %s traced with static sizes (%s)", _loc(fs.code), why)
+    msg = f"dynamic shapes: {_loc(fs.code)} traced with static sizes ({why})"
+    log_recompiles.info("%s", msg)
+    ctx.recompiles.append(msg)
     policy.disabled = True
     seg = _trace_segment(ctx, fs, policy)
     _note_recompile(ctx, fs, previous, policy)

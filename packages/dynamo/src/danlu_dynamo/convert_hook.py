@@ -145,7 +145,9 @@ def compile_frame(ctx, frame, cache_size):
         if not (policy.active and policy.used):
             raise
         why = e.reason if isinstance(e, Unsupported) else f"{type(e).__name__}: {e}"
-        log.info("dynamic shapes: %s traced with static sizes (%s)", _loc(original), why)
+        msg = f"dynamic shapes: {_loc(original)} traced with static sizes ({why})"
+        log_recompiles.info("%s", msg)
+        ctx.recompiles.append(msg)
         policy.disabled = True
         entry, code, out = _compile_frame(ctx, frame, policy)
     policy.commit(out.dynamic_dims)
