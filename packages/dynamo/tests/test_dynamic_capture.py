@@ -417,3 +417,11 @@ def test_a_failing_symbolic_capture_falls_back_to_static(capture_path, caplog):
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "traced with static sizes" in text and "no symbolic sizes here" in text
     assert any("static sizes" in r for r in opt._capture_ctx.recompiles)
+
+
+def test_storage_offset_of_a_symbolic_input_is_read_eagerly():
+    opt = danlu_dynamo.optimize(Counter(), dynamic=True)(lambda x: x * 2 + x.storage_offset())
+    base = torch.randn(40)
+    for start, n in ((3, 5), (7, 9)):
+        x = base[start : start + n]
+        torch.testing.assert_close(opt(x), x * 2 + start)

@@ -171,6 +171,9 @@ def tensor_method(tx, t: TensorVar, name, args, kwargs):
             return tx.output.call_op("call_method", name, [t, *args], kwargs)
         if name == "get_device":
             return ConstVar(-1 if t.device.type == "cpu" else t.device.index)
+        if name == "storage_offset" and t.example._has_symbolic_sizes_strides:
+            # a symbolic input's fake starts at offset 0 whatever the real tensor's offset
+            raise Unsupported("Tensor.storage_offset() of a tensor with symbolic sizes")
         const_args = [a.const() for a in args]
         const_kwargs = {k: v.const() for k, v in kwargs.items()}
         v = getattr(t.example, name)(*const_args, **const_kwargs)
@@ -179,7 +182,7 @@ def tensor_method(tx, t: TensorVar, name, args, kwargs):
                 if const_args:
                     return tx.output.size_var(t, const_args[0])
                 return tx.output.shape_var(t)
-            if name in ("storage_offset", "is_contiguous"):
+            if name == "is_contiguous":
                 raise Unsupported(f"Tensor.{name}() of a tensor with symbolic sizes")
             node = tx.output.graph.create_node(
                 "call_method", name, (t.node, *const_args), const_kwargs
