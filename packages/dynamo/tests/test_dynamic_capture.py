@@ -425,3 +425,21 @@ def test_storage_offset_of_a_symbolic_input_is_read_eagerly():
     for start, n in ((3, 5), (7, 9)):
         x = base[start : start + n]
         torch.testing.assert_close(opt(x), x * 2 + start)
+
+
+def test_a_specialised_size_is_reported(caplog):
+    be = Counter()
+
+    def f(x):
+        return x * len(range(x.shape[0]))  # range() needs a plain int
+
+    opt = danlu_dynamo.optimize(be)(f)
+    with caplog.at_level(logging.INFO, logger="danlu_dynamo.recompiles"):
+        for n in (3, 4, 5):
+            x = torch.randn(n)
+            torch.testing.assert_close(opt(x), f(x))
+    assert be.n == 3  # specialised again in the dynamic trace: one entry per size
+    text = "\n".join(opt._capture_ctx.recompiles)
+    assert "L['x'].size(0): 3 -> 4, made dynamic" in text
+    assert "L['x'].size(0) specialised to 4 by the program" in text
+    assert "Eq(L['x'].size(0), 4)" in text  # the guard that failed for 5

@@ -73,6 +73,7 @@ class Segment:
         self.capture_time = 0.0
         self.num_ops = 0
         self.dynamic = {}  # input source -> symbolic dims
+        self.shape_env = None
 
     def run(self, fs: FrameState):
         L = fs.snapshot()
@@ -470,8 +471,9 @@ def _trace_segment_dynamic(ctx, fs: FrameState, previous) -> Segment:
     try:
         seg = _trace_segment(ctx, fs, policy)
         if seg.graph_break is None or "symbolic" not in seg.graph_break.reason or not seg.dynamic:
-            _note_recompile(ctx, fs, previous, policy)
             policy.commit(seg.dynamic)
+            policy.note_specialised(seg.shape_env)
+            _note_recompile(ctx, fs, previous, policy)
             return seg
         why = seg.graph_break.reason
     except GraphBreakError:
@@ -597,6 +599,7 @@ def _finish(ctx, fs, out: OutputGraph, tx, ret, reason) -> Segment:
     out.graph.output(tuple(nodes))
     out.prune_size_nodes()
     seg.dynamic = dict(out.dynamic_dims)
+    seg.shape_env = out.shape_env
     seg.guards = out.guards
     seg.check = out.guards.compile()
     if not seg.check(fs.snapshot(), fs.G, fs.C, fs.K):

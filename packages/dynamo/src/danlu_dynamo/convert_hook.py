@@ -151,6 +151,7 @@ def compile_frame(ctx, frame, cache_size):
         policy.disabled = True
         entry, code, out = _compile_frame(ctx, frame, policy)
     policy.commit(out.dynamic_dims)
+    policy.note_specialised(out.shape_env)
     if n:
         msg = f"{_loc(original)}: guard failed: {failed or '?'}"
         if policy.notes:
@@ -158,6 +159,8 @@ def compile_frame(ctx, frame, cache_size):
         ctx.recompiles.append(msg)
         if policy.notes:
             log_recompiles.info("%s", msg)
+    elif policy.notes:
+        log_recompiles.info("%s: %s", _loc(original), "; ".join(policy.notes))
     ctx.records.append(entry)
     if entry.graph_break is not None:
         ctx.breaks.append(entry.graph_break)

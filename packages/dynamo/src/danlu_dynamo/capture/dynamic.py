@@ -106,6 +106,17 @@ class DynamicPolicy:
             self.used = True
         return tuple(sorted(dims)) or None
 
+    def note_specialised(self, env) -> None:
+        """Sizes the trace turned back into constants (``int(n)``, ``range(n)``, a meta kernel
+        that needs a concrete size): each is guarded by ``Eq``, so a new value recompiles."""
+        if env is None:
+            return
+        for sym, value in env.replacements.items():
+            if getattr(value, "is_Integer", False):
+                note = f"{env.source_of(sym)} specialised to {int(value)} by the program"
+                if note not in self.notes:
+                    self.notes.append(note)
+
     def commit(self, dynamic_dims: dict):
         """Remember the sizes this capture saw and the dims it made symbolic."""
         for source, sizes in self.seen.items():
