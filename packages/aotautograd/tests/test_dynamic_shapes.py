@@ -377,6 +377,27 @@ def test_symbolic_slice_of_a_static_buffer_stays_symbolic():
         compiled(torch.randn(2, 40), buf)
 
 
+def test_factory_of_a_symbolic_size_first_in_the_program():
+    # torch.arange(seq_len) before any other op, then an embedding of a static weight: the
+    # factory's fake must live with the other fakes (it took the mode's default cpu device)
+    emb = torch.nn.Embedding(40, 6)
+
+    def f(x, w):
+        pos = torch.arange(x.shape[1], device=x.device)
+        return x + torch.nn.functional.embedding(pos, w)[None]
+
+    compiled = da.aot_function(f, da.run_graph, dynamic=lambda i, t: (0, 1) if i == 0 else None)
+    for shape in ((2, 5, 6), (3, 9, 6), (4, 17, 6)):
+        x = torch.randn(shape, requires_grad=True)
+        w = emb.weight
+        out, ref = compiled(x, w), f(x, w)
+        torch.testing.assert_close(out, ref)
+        (gx, gw), (rx, rw) = (torch.autograd.grad(o.square().sum(), (x, w)) for o in (out, ref))
+        torch.testing.assert_close(gx, rx)
+        torch.testing.assert_close(gw, rw)
+    assert compiled.stats["traces"] == 1, compiled.retrace_reasons
+
+
 def test_gpt2_varying_batch_and_sequence():
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)

@@ -210,9 +210,9 @@ def test_backend_receives_graph_module_and_example_inputs():
     assert torch.equal(gm(*ex)[0], f(x, y))
 
 
-def test_dynamic_true_is_not_implemented():
-    with pytest.raises(NotImplementedError):
-        danlu_dynamo.optimize("eager", dynamic=True)
+def test_dynamic_must_be_none_or_bool():
+    with pytest.raises(TypeError):
+        danlu_dynamo.optimize("eager", dynamic="yes")
 
 
 def test_unknown_backend_name():

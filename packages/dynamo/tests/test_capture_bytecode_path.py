@@ -334,7 +334,9 @@ def test_recompile_limit_is_per_optimize_call():
     def g(x):
         return x.cos() + 1
 
-    a, b = danlu_dynamo.optimize("eager")(g), danlu_dynamo.optimize("eager")(g)
+    # dynamic=False: every shape is a new entry
+    a = danlu_dynamo.optimize("eager", dynamic=False)(g)
+    b = danlu_dynamo.optimize("eager", dynamic=False)(g)
     for n in range(1, 11):  # ten shapes: the limit is 8 entries per code object and context
         x = torch.randn(n)
         assert torch.equal(a(x), g(x))

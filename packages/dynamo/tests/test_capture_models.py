@@ -32,6 +32,14 @@ def _load():
     return mod
 
 
+@pytest.fixture(autouse=True)
+def _fresh_hook_cache():
+    # Every parametrization's ``forward`` below is one code object: the C cache holds the
+    # entries of all their optimize() contexts, and the no_torch hook tests may leave its
+    # limit at 8. reset() drops the old entries and restores danlu_dynamo's limit.
+    danlu_dynamo.reset()
+
+
 @pytest.mark.parametrize("train", [False, True], ids=["forward", "train_step"])
 @pytest.mark.parametrize("name", MODELS)
 def test_model_capture_matches_eager(name, train):

@@ -94,6 +94,10 @@ def symbolic_inputs(flat_args: list, dynamic_dims: dict):
 
     env = ShapeEnv(duck_shape=False)
     mode = FakeTensorMode(shape_env=env)
+    # Every fake here lives on meta: a factory called with device="meta" (what the tracer
+    # passes for torch.arange(n, device=...)) must stay there, not take the mode's default
+    # "last device" (cpu), or it meets the meta fakes as a device mismatch.
+    mode._last_device = torch.device("meta")
     fakes = []
     for a in flat_args:
         if not isinstance(a, torch.Tensor):

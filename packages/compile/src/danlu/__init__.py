@@ -16,6 +16,21 @@ def explain(fn):
     return danlu_dynamo.explain(fn)
 
 
+def mark_dynamic(t, dim) -> None:
+    """Make dimension `dim` (an int or a list) of tensor `t` symbolic when a compiled function
+    is called with it (see `danlu.compile(..., dynamic=)`)."""
+    import danlu_dynamo
+
+    danlu_dynamo.mark_dynamic(t, dim)
+
+
+def mark_static(t, dim=None) -> None:
+    """Keep dimension `dim` (an int, a list, or None for all) of tensor `t` static."""
+    import danlu_dynamo
+
+    danlu_dynamo.mark_static(t, dim)
+
+
 def reset() -> None:
     """Forget every compiled function: caches, guards and counters."""
     import danlu_dynamo
@@ -35,6 +50,8 @@ __all__ = [
     "explain",
     "list_backends",
     "lookup_backend",
+    "mark_dynamic",
+    "mark_static",
     "register_backend",
     "reset",
 ]

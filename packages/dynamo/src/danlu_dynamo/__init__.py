@@ -14,6 +14,8 @@ _LAZY = {
     "ExplainOutput": ("danlu_dynamo.explain_report", "ExplainOutput"),
     "GraphBreakError": ("danlu_dynamo.capture.exc", "GraphBreakError"),
     "backends": ("danlu_dynamo.backends", None),
+    "mark_dynamic": ("danlu_dynamo.capture.dynamic", "mark_dynamic"),
+    "mark_static": ("danlu_dynamo.capture.dynamic", "mark_static"),
 }
 
 

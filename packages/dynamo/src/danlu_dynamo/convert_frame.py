@@ -74,6 +74,8 @@ class Segment:
         self.graph_break = None
         self.capture_time = 0.0
         self.num_ops = 0
+        self.dynamic = {}  # input source -> symbolic dims
+        self.shape_env = None
 
     def run(self, fs: FrameState):
         L = fs.snapshot()
@@ -110,9 +112,13 @@ class CodeCache:
 class CaptureContext:
     """One ``optimize(...)`` call: backend, options, caches, and what explain reports."""
 
-    def __init__(self, backend, fullgraph=False):
+    def __init__(self, backend, fullgraph=False, dynamic=None):
         self.backend = backend
         self.fullgraph = fullgraph
+        self.dynamic = dynamic  # None (automatic) | True | False: see capture/dynamic.py
+        # (code, offset) -> {input source: (sizes seen, dims made dynamic)}
+        self.size_memory: dict = {}
+        self.recompiles: list[str] = []  # why each recompile happened (explain)
         self.caches: dict[types.CodeType, CodeCache] = {}
         self.records: list = []  # segments compiled, in order
         self.breaks: list[GraphBreak] = []
@@ -128,6 +134,13 @@ class CaptureContext:
         self.eager_reasons.clear()
         self.fallbacks.clear()
         self.entry_counts.clear()
+        self.size_memory.clear()
+        self.recompiles.clear()
+
+    def dynamic_policy(self, code, offset):
+        from .capture.dynamic import DynamicPolicy
+
+        return DynamicPolicy(self.dynamic, self.size_memory.setdefault((code, offset), {}))
 
 
 _tls = threading.local()
@@ -426,7 +439,7 @@ def _compile(ctx: CaptureContext, cache: CodeCache, fs: FrameState):
     t0 = time.perf_counter()
     hook_state = _suspend_hook()
     try:
-        seg = _trace_segment(ctx, fs)
+        seg = _trace_segment_dynamic(ctx, fs, n_entries and cache.entries[fs.offset])
     except GraphBreakError:
         raise
     except Exception as e:
@@ -479,11 +492,55 @@ def _loc(code):
     return f"{code.co_filename}:{code.co_firstlineno} ({code.co_name})"
 
 
-def _trace_segment(ctx, fs: FrameState) -> Segment:
+def _trace_segment_dynamic(ctx, fs: FrameState, previous) -> Segment:
+    """``_trace_segment`` with the dynamic-shape policy; a symbolic trace that fails falls back
+    to static sizes for this segment."""
+    policy = ctx.dynamic_policy(fs.code, fs.offset)
+    try:
+        seg = _trace_segment(ctx, fs, policy)
+        if seg.graph_break is None or "symbolic" not in seg.graph_break.reason or not seg.dynamic:
+            policy.commit(seg.dynamic)
+            policy.note_specialised(seg.shape_env)
+            _note_recompile(ctx, fs, previous, policy)
+            return seg
+        why = seg.graph_break.reason
+    except GraphBreakError:
+        raise
+    except Exception as e:
+        if not policy.active or not policy.used:
+            raise
+        why = f"{type(e).__name__}: {e}"
+    msg = f"dynamic shapes: {_loc(fs.code)} traced with static sizes ({why})"
+    log_recompiles.info("%s", msg)
+    ctx.recompiles.append(msg)
+    policy.disabled = True
+    seg = _trace_segment(ctx, fs, policy)
+    _note_recompile(ctx, fs, previous, policy)
+    return seg
+
+
+def _note_recompile(ctx, fs, previous, policy):
+    if not previous:
+        return
+    L = fs.snapshot()
+    failed = None
+    for seg in previous:
+        why = getattr(seg.check, "failure_reason", None)
+        failed = why(L, fs.G, fs.C, fs.K) if why is not None else None
+        if failed:
+            break
+    msg = f"{_loc(fs.code)} offset {fs.offset}: guard failed: {failed or '?'}"
+    if policy.notes:
+        msg += "; " + "; ".join(policy.notes)
+    ctx.recompiles.append(msg)
+    log_recompiles.info("recompiled %s", msg)
+
+
+def _trace_segment(ctx, fs: FrameState, policy=None) -> Segment:
     break_at: set[int] = set()
     reason = None
     for _ in range(MAX_RESTARTS):
-        out = OutputGraph(fs.G)
+        out = OutputGraph(fs.G, dynamic=policy)
         tx = root_translator(
             fs.code,
             fs.G,
@@ -568,6 +625,9 @@ def _finish(ctx, fs, out: OutputGraph, tx, ret, reason) -> Segment:
     seg.replays = cg.side_effect_replays()
     nodes = cg.graph_outputs
     out.graph.output(tuple(nodes))
+    out.prune_size_nodes()
+    seg.dynamic = dict(out.dynamic_dims)
+    seg.shape_env = out.shape_env
     seg.guards = out.guards
     seg.check = out.guards.compile()
     if not seg.check(fs.snapshot(), fs.G, fs.C, fs.K):

@@ -118,16 +118,71 @@ def callback(frame, cache_size):
 
 def compile_frame(ctx, frame, cache_size):
     frame_code = frame.f_code
-    original, start, layout = RESUME_OF.get(frame_code, (frame_code, 0, ()))
-    n_stack = len(layout)
+    original, start, _ = RESUME_OF.get(frame_code, (frame_code, 0, ()))
     # The C cache is per code object and shared by every optimize() context (each entry's
     # check starts with "is my context the active one"); the recompile limit is per context.
     n = ctx.entry_counts.get(frame_code, 0)
     if n >= RECOMPILE_LIMIT:
         return _run_original(ctx, frame_code, original)
     ctx.entry_counts[frame_code] = n + 1
+    failed = _failed_guard(ctx, frame, original, start) if n else None
     if n:
-        log_recompiles.info("recompiling %s: guards failed for all %d entries", _loc(original), n)
+        log_recompiles.info(
+            "recompiling %s: guards failed for all %d entries (%s)", _loc(original), n, failed
+        )
+    policy = ctx.dynamic_policy(original, start)
+    try:
+        entry, code, out = _compile_frame(ctx, frame, policy)
+        if (
+            entry.graph_break is not None
+            and "symbolic" in entry.graph_break.reason
+            and out.dynamic_dims
+        ):
+            raise Unsupported(entry.graph_break.reason)
+    except GraphBreakError:
+        raise
+    except Exception as e:
+        if not (policy.active and policy.used):
+            raise
+        why = e.reason if isinstance(e, Unsupported) else f"{type(e).__name__}: {e}"
+        msg = f"dynamic shapes: {_loc(original)} traced with static sizes ({why})"
+        log_recompiles.info("%s", msg)
+        ctx.recompiles.append(msg)
+        policy.disabled = True
+        entry, code, out = _compile_frame(ctx, frame, policy)
+    policy.commit(out.dynamic_dims)
+    policy.note_specialised(out.shape_env)
+    if n:
+        msg = f"{_loc(original)}: guard failed: {failed or '?'}"
+        if policy.notes:
+            msg += "; " + "; ".join(policy.notes)
+        ctx.recompiles.append(msg)
+        if policy.notes:
+            log_recompiles.info("%s", msg)
+    elif policy.notes:
+        log_recompiles.info("%s: %s", _loc(original), "; ".join(policy.notes))
+    ctx.records.append(entry)
+    if entry.graph_break is not None:
+        ctx.breaks.append(entry.graph_break)
+    log_guards.debug("guards for %s:\n%s", _loc(original), out.guards)
+    return ef.GuardedCode(code, entry.check_fn)
+
+
+def _failed_guard(ctx, frame, original, start):
+    """The first failing guard of this context's earlier entries for the frame's code."""
+    for e in reversed(ctx.records):
+        if isinstance(e, CompiledEntry) and e.code is original and e.offset == start:
+            why = getattr(e.check_fn, "failure_reason", None)
+            reason = why(frame.f_locals) if why is not None else None
+            if reason:
+                return reason
+    return None
+
+
+def _compile_frame(ctx, frame, policy):
+    frame_code = frame.f_code
+    original, start, layout = RESUME_OF.get(frame_code, (frame_code, 0, ()))
+    n_stack = len(layout)
     t0 = time.perf_counter()
     f_locals = dict(frame.f_locals)
     for name in frame_code.co_freevars:
@@ -149,7 +204,7 @@ def compile_frame(ctx, frame, cache_size):
         closure = closure[n_own:]
     entry = CompiledEntry(original, start)
     out, tx, ret, reason = _trace(
-        ctx, original, frame.f_globals, f_locals, cells, closure, start, n_stack
+        ctx, original, frame.f_globals, f_locals, cells, closure, start, n_stack, policy
     )
     try:
         if ret is not None:
@@ -164,13 +219,10 @@ def compile_frame(ctx, frame, cache_size):
     entry.guards = out.guards
     entry.check_fn = _check_fn(ctx, out, frame, original)
     if not entry.check_fn(frame.f_locals):
-        raise RuntimeError("the guards reject the frame they were built from")
+        why = entry.check_fn.failure_reason(frame.f_locals)
+        raise RuntimeError(f"the guards reject the frame they were built from: {why}")
     entry.capture_time = time.perf_counter() - t0
-    ctx.records.append(entry)
-    if entry.graph_break is not None:
-        ctx.breaks.append(entry.graph_break)
-    log_guards.debug("guards for %s:\n%s", _loc(original), out.guards)
-    return ef.GuardedCode(code, entry.check_fn)
+    return entry, code, out
 
 
 def _run_original(ctx, frame_code, original):
@@ -195,11 +247,11 @@ def share_frame_cells(out, tx):
             out._cells.setdefault(id(cell.real), cell)
 
 
-def _trace(ctx, code, f_globals, f_locals, cells, closure, start, n_stack):
+def _trace(ctx, code, f_globals, f_locals, cells, closure, start, n_stack, policy=None):
     break_at: set[int] = set()
     reason = None
     for _ in range(MAX_RESTARTS):
-        out = OutputGraph(f_globals)
+        out = OutputGraph(f_globals, dynamic=policy)
         try:
             tx = root_translator(
                 code,
@@ -231,7 +283,7 @@ def _trace(ctx, code, f_globals, f_locals, cells, closure, start, n_stack):
             if tx.count <= 1:
                 # The very first instruction breaks: the state is the frame's own.
                 out.restore_global_state()
-                out = OutputGraph(f_globals)
+                out = OutputGraph(f_globals, dynamic=policy)
                 tx = root_translator(
                     code,
                     f_globals,
@@ -269,6 +321,7 @@ def _runner(ctx, frame_code, frame, out, entry, values, *, as_tuple):
 
     def compiled_for(graph_outputs):
         out.graph.output(tuple(graph_outputs))
+        out.prune_size_nodes()
         gm = torch.fx.GraphModule(torch.nn.Module(), out.graph)
         entry.gm = gm
         entry.num_ops = out.num_ops()

@@ -25,6 +25,8 @@ class ExplainOutput:
     wall_time: float
     # frames the bytecode path could not emit, which ran through the segment path, and why
     segment_path: list = dataclasses.field(default_factory=list)
+    # why each recompile happened: the failing guard, and the sizes made dynamic
+    recompiles: list = dataclasses.field(default_factory=list)
 
     @property
     def op_count(self):
@@ -44,6 +46,9 @@ class ExplainOutput:
         if self.eager_regions:
             lines.append("Ran eagerly:")
             lines.extend(f"  - {r}" for r in self.eager_regions)
+        if self.recompiles:
+            lines.append("Recompiles:")
+            lines.extend(f"  - {r}" for r in self.recompiles)
         if self.segment_path:
             lines.append("Ran through the segment path (bytecode path fallback):")
             lines.extend(f"  - {r}" for r in self.segment_path)
@@ -101,6 +106,7 @@ def explain(fn, *extra_args, **extra_kwargs):
             capture_time=sum(s.capture_time for s in ctx.records),
             wall_time=wall,
             segment_path=list(ctx.fallbacks),
+            recompiles=list(ctx.recompiles),
         )
 
     if extra_args or extra_kwargs:

@@ -124,8 +124,8 @@ class OptimizedModule(torch.nn.Module):
 
 
 class _Optimizer:
-    def __init__(self, backend, fullgraph):
-        self.ctx = CaptureContext(lookup_backend(backend), fullgraph=fullgraph)
+    def __init__(self, backend, fullgraph, dynamic=None):
+        self.ctx = CaptureContext(lookup_backend(backend), fullgraph=fullgraph, dynamic=dynamic)
         _contexts.append(self.ctx)
 
     def __call__(self, fn):
@@ -168,11 +168,14 @@ def optimize(backend="eager", *, fullgraph: bool = False, dynamic=None):
 
     ``backend`` is a callable ``backend(gm, example_inputs) -> callable`` or a registered name
     (``"eager"``).  ``fullgraph=True`` raises ``GraphBreakError`` instead of breaking the graph.
-    ``dynamic`` may be None/False (static shapes: a new shape recompiles).
+    ``dynamic``: None (default) compiles with static sizes first and, when an input size
+    changes, recompiles once with that dimension symbolic ("automatic dynamic"); True makes
+    every input size symbolic from the start; False always specialises. See
+    ``capture/dynamic.py`` and ``mark_dynamic``/``mark_static``.
     """
-    if dynamic:
-        raise NotImplementedError("dynamic shapes are not supported yet: a shape change recompiles")
-    return _Optimizer(backend, fullgraph)
+    if dynamic not in (None, True, False):
+        raise TypeError(f"dynamic must be None, True or False, got {dynamic!r}")
+    return _Optimizer(backend, fullgraph, dynamic)
 
 
 def reset():

@@ -5,9 +5,12 @@ from __future__ import annotations
 from .exc import Unsupported
 from .variables.base import ConstVar
 from .variables.containers import DictVar, ListVar, SetVar, TupleVar
+from .variables.symbolic import SliceVar, SymNumVar
 
 
 def _slice(start, stop, step):
+    if any(isinstance(p, SymNumVar) for p in (start, stop, step)):
+        return SliceVar([start, stop, step])  # symbolic bounds (dynamic shapes)
     for p in (start, stop, step):
         if not p.is_const():
             raise Unsupported("slice with non-constant bounds")

@@ -16,16 +16,18 @@ from danlu_primtorch.fake import FakeTensorMode
 from .exc import Unsupported
 
 
-def new_mode() -> FakeTensorMode:
-    return FakeTensorMode()
+def new_mode(shape_env=None) -> FakeTensorMode:
+    return FakeTensorMode(shape_env=shape_env)
 
 
-def to_fake(mode: FakeTensorMode, t: torch.Tensor) -> torch.Tensor:
+def to_fake(mode: FakeTensorMode, t: torch.Tensor, dims=None, source=None) -> torch.Tensor:
     if type(t) not in (torch.Tensor, torch.nn.Parameter):
         raise Unsupported(f"tensor subclass {type(t).__name__}")
     if t.layout != torch.strided:
         raise Unsupported(f"non-strided tensor input ({t.layout})")
     try:
+        if dims:  # symbolic sizes for these dims (``dynamic.py``)
+            return mode.from_real(t, dynamic_dims=dims, source=source)
         return mode.from_real(t)
     except Exception as e:
         raise Unsupported(f"cannot make a fake tensor: {_short(e)}") from e

@@ -19,9 +19,10 @@ class Guard:
     source: str
     expr: str  # the Python expression that must be true
     others: tuple = ()  # further sources the expression reads (aliasing guards)
+    desc: str = ""  # readable form, when the expression is not (shape guards)
 
     def __str__(self):
-        return f"{self.kind:<14} {self.expr}"
+        return f"{self.kind:<14} {self.desc or self.expr}"
 
 
 def _tensor_spec(t: torch.Tensor):
@@ -60,7 +61,11 @@ class GuardSet:
             "torch": torch,
             "inspect": __import__("inspect"),
             "sys": __import__("sys"),
+            "math": __import__("math"),
         }
+        # Dynamic shapes: the trace's ShapeEnv; its guards are read when the check compiles
+        # (after the trace), see ``all_guards``.
+        self.shape_env = None
 
     def _const(self, value) -> str:
         name = f"___c{len(self.env)}"
@@ -91,9 +96,22 @@ class GuardSet:
             "CONSTANT_MATCH", source, f"type({source}) is {t} and {source} == {self._const(value)}"
         )
 
-    def tensor_match(self, source: str, t: torch.Tensor):
+    def tensor_match(self, source: str, t: torch.Tensor, dynamic: bool = False):
         cls, dtype, device, shape, stride, rg, _leaf = _tensor_spec(t)
         v = source
+        if dynamic:  # sizes and strides: the ShapeEnv's guards (``dynamic.shape_guards``)
+            self.add(
+                "TENSOR_MATCH",
+                source,
+                f"type({v}) is {self._const(cls)} and {v}.dtype is {self._const(dtype)} and "
+                f"{v}.requires_grad is {rg} and {v}.dim() == {len(shape)} and "
+                + (
+                    f"{v}.is_cpu"
+                    if device.type == "cpu"
+                    else f"{v}.device == {self._const(device)}"
+                ),
+            )
+            return
         self.add(
             "TENSOR_MATCH",
             source,
@@ -134,16 +152,24 @@ class GuardSet:
     def compile(self):
         """One function; each source is read once (its parent's value reused), guards in order;
         a source that cannot be read fails the check."""
-        lines = [x if isinstance(x, str) else x[0] for x in self._lines()]
-        body = "\n        ".join(lines) or "pass"
+        described = [(x, None) if isinstance(x, str) else x for x in self._lines()]
+        body = "\n        ".join(x for x, _ in described) or "pass"
         src = (
             "def ___check(L, G, C, K):\n    try:\n        "
             + body
             + "\n    except Exception:\n        return False\n    return True\n"
         )
+        why = [x.replace("return False", f"return {d!r}") if d else x for x, d in described]
+        src_why = (
+            "def ___why(L, G, C, K):\n    try:\n        "
+            + ("\n        ".join(why) or "pass")
+            + "\n    except Exception as e:\n        return f'a guarded value cannot be read: "
+            "{type(e).__name__}: {e}'\n    return None\n"
+        )
         env = dict(self.env)
-        exec(compile(src, "<danlu_dynamo guards>", "exec"), env)
+        exec(compile(src + src_why, "<danlu_dynamo guards>", "exec"), env)
         fn = env["___check"]
+        fn.failure_reason = env["___why"]
         fn.source_code = src
         return fn
 
@@ -227,7 +253,7 @@ class GuardSet:
             var_of[expr] = name
             return name
 
-        for g in self.guards:
+        for g in self.all_guards():
             cond = g.expr
             for s in sorted((g.source, *g.others), key=len, reverse=True):
                 if s:
@@ -235,5 +261,17 @@ class GuardSet:
             lines.append((f"if not ({cond}): return False", str(g).strip()))
         return lines
 
+    def all_guards(self) -> list[Guard]:
+        """The guards, then the ShapeEnv's (as they stand now) for dynamic inputs."""
+        if self.shape_env is None:
+            return self.guards
+        from .dynamic import shape_guards
+
+        extra = [
+            Guard("SHAPE", src, expr, others, desc)
+            for src, expr, others, desc in shape_guards(self.shape_env)
+        ]
+        return self.guards + extra
+
     def __str__(self):
-        return "\n".join(str(g) for g in self.guards)
+        return "\n".join(str(g) for g in self.all_guards())

@@ -30,6 +30,7 @@ from .variables.containers import (
     TupleVar,
 )
 from .variables.objects import CellVar, ModuleVar, ObjectVar
+from .variables.symbolic import SliceVar, SymNumVar, example_of, is_symbolic, node_of, wrap_symbolic
 from .variables.tensor import TensorVar
 
 
@@ -68,7 +69,7 @@ def _needs_replay(v) -> bool:
 
 
 class OutputGraph:
-    def __init__(self, f_globals, code=None):
+    def __init__(self, f_globals, code=None, dynamic=None):
         self.graph = torch.fx.Graph()
         self.guards = GuardSet()
         self.guards.global_state()
@@ -81,7 +82,14 @@ class OutputGraph:
         self.op_count = 0
         self.grad_mode_at_start = torch.is_grad_enabled()
         self._last_placeholder = None
-        self.fake_mode = new_mode()
+        # Dynamic shapes (``dynamic.DynamicPolicy`` or None): which inputs get symbolic sizes.
+        self.dynamic = dynamic
+        shape_env = dynamic.new_shape_env() if dynamic is not None else None
+        self.shape_env = shape_env
+        self.guards.shape_env = shape_env
+        self.dynamic_dims: dict[str, tuple] = {}  # source -> symbolic dims
+        self._size_nodes: dict = {}
+        self.fake_mode = new_mode(shape_env)
         self.active_ctx: list = []  # autocast contexts entered for real while tracing
 
     # -------------------------------------------------------------- values
@@ -117,7 +125,10 @@ class OutputGraph:
     def tensor_input(self, value: torch.Tensor, source: Source | None) -> TensorVar:
         if source is None:
             raise Unsupported("tensor without a source (a global created elsewhere?)")
-        self.guards.tensor_match(source.expr, value)
+        dims = None
+        if self.shape_env is not None:
+            dims = self.dynamic.dims_for(source.expr, value)
+        self.guards.tensor_match(source.expr, value, dynamic=bool(dims))
         name = "".join(c if c.isalnum() else "_" for c in source.expr).strip("_")[:48]
         last = self._last_placeholder
         if last is None:
@@ -134,7 +145,11 @@ class OutputGraph:
         self._last_placeholder = node
         self.input_sources.append(source)
         self.input_values.append(value)
-        var = TensorVar(node, to_fake(self.fake_mode, value), value.device, source)
+        fake = to_fake(self.fake_mode, value, dims, source.expr)
+        if dims:
+            self.dynamic_dims[source.expr] = dims
+        node.meta["example_value"] = fake  # torch's name for it; "val" is set by TensorVar
+        var = TensorVar(node, fake, value.device, source)
         var.is_param = isinstance(value, torch.nn.Parameter)
         return var
 
@@ -177,9 +192,44 @@ class OutputGraph:
                 return ConstVar(None)  # keep the node: it mutates its input
         return self._wrap_result(node, result)
 
+    def size_var(self, t: TensorVar, dim: int) -> Var:
+        """``t.size(dim)``: a constant, or a ``SymNumVar`` computed by a ``size`` node."""
+        v = t.example.shape[dim]
+        if not is_symbolic(v):
+            return ConstVar(v)
+        key = (t.node, dim % t.example.dim())
+        node = self._size_nodes.get(key)
+        if node is None:
+            node = self.graph.create_node("call_method", "size", (t.node, key[1]), {})
+            self._size_nodes[key] = node
+        return SymNumVar(node, v)
+
+    def shape_var(self, t: TensorVar) -> Var:
+        """``t.shape`` as a tuple of sizes (constants or ``SymNumVar``s)."""
+        if not is_symbolic(t.example.shape):
+            return ConstVar(t.example.shape)
+        return TupleVar([self.size_var(t, d) for d in range(t.example.dim())], py_type=torch.Size)
+
+    def prune_size_nodes(self):
+        """Drop size computations nothing uses (``x.size(0)`` read only for a branch)."""
+        changed = True
+        while changed:
+            changed = False
+            for n in reversed(list(self.graph.nodes)):
+                if n.users or not isinstance(n.meta.get("val"), (torch.SymInt, torch.SymFloat)):
+                    continue
+                if n.op in ("call_method", "call_function"):
+                    self.graph.erase_node(n)
+                    self._size_nodes = {k: v for k, v in self._size_nodes.items() if v is not n}
+                    changed = True
+
     def _wrap_result(self, node, result):
         if isinstance(result, torch.Tensor):
             return TensorVar(node, result, result.device)
+        if is_symbolic(result) and not any(
+            isinstance(r, torch.Tensor) for r in pytree.tree_leaves(result)
+        ):
+            return wrap_symbolic(self, node, result)
         if isinstance(result, (tuple, list)) and any(
             isinstance(r, torch.Tensor) for r in pytree.tree_leaves(result)
         ):
@@ -258,9 +308,11 @@ class StructSeqVar(TupleVar):
 def _to_node(v):
     if isinstance(v, TensorVar):
         return v.node
+    if isinstance(v, (SymNumVar, SliceVar)):
+        return node_of(v)
     if isinstance(v, ConstVar):
         return v.value
-    if isinstance(v, SeqVar) and v.py_type in (tuple, list):
+    if isinstance(v, SeqVar) and v.py_type in (tuple, list, torch.Size):
         items = [_to_node(i) for i in v.items]
         return items if v.py_type is list else tuple(items)
     if isinstance(v, DictVar) and v.py_type is dict:
@@ -273,6 +325,8 @@ def _to_node(v):
 def _to_example(v):
     if isinstance(v, TensorVar):
         return v.example
+    if isinstance(v, (SymNumVar, SliceVar)):
+        return example_of(v)
     if isinstance(v, ConstVar):
         return v.value
     if isinstance(v, SeqVar):

@@ -25,6 +25,7 @@ import re
 from .exc import Unsupported
 from .variables.base import ConstVar
 from .variables.containers import DictVar, ListVar, TupleVar
+from .variables.symbolic import SymNumVar
 from .variables.tensor import TensorVar
 
 _LOCAL = re.compile(r"\bL\[('[^'\\]*')\]")
@@ -103,6 +104,10 @@ class RunnerBuilder:
                 return self.expr(var.source.expr)
             self.cg.graph_output(var)
             return f"___o[{self.cg._node_index[var.node]}]"
+        if t is SymNumVar:  # a size: computed from the inputs' sizes
+            from .dynamic import value_expr
+
+            return self.expr(value_expr(var.example))
         if t is ConstVar:
             if type(var.value) in (list, dict, set, bytearray):
                 return None

@@ -42,6 +42,7 @@ from .variables.objects import (
     _class_attr,
     _CtxMethod,
 )
+from .variables.symbolic import SymNumVar, sym_unary
 from .variables.tensor import TensorVar
 
 PY312 = sys.version_info >= (3, 12)
@@ -717,6 +718,10 @@ class Translator(BuildingOpcodes):
 def binary_op_unary(tx, op, v):
     if isinstance(v, TensorVar):
         return tx.output.call_op("call_function", op, [v], {})
+    if isinstance(v, SymNumVar):
+        r = sym_unary(tx, op, v)
+        if r is not None:
+            return r
     if v.is_const():
         return ConstVar(op(v.const()))
     raise Unsupported(f"{op.__name__} of {v}")

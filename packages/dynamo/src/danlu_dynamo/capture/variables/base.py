@@ -100,8 +100,28 @@ class NullVar(Var):
         return lambda ctx: NULL
 
 
+_SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _has_sym(v) -> bool:
+    t = type(v)
+    if t in _SYM_TYPES:
+        return True
+    if t in (tuple, list, torch.Size):
+        return any(_has_sym(x) for x in v)
+    if t is slice:
+        return _has_sym(v.start) or _has_sym(v.stop) or _has_sym(v.step)
+    return False
+
+
 class ConstVar(Var):
     def __init__(self, value, source=None):
+        if _has_sym(value):
+            # A symbolic size reaching a constant (dynamic shapes): specialise it, guarded
+            # by the ShapeEnv, so no SymInt is ever baked into a graph or rebuilt.
+            from .symbolic import concrete
+
+            value = concrete(value)
         self.value = value
         self.source = source
 

@@ -13,6 +13,7 @@ import torch
 from ..exc import Unsupported
 from .base import FOLDABLE, ConstVar, NullVar, Var
 from .containers import DictVar, ListIteratorVar, ListVar, SeqVar, SetVar, TupleVar
+from .symbolic import SymNumVar, sym_binary
 from .tensor import TensorVar
 
 BINARY = {
@@ -67,7 +68,13 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
             if not (isinstance(v, TensorVar) or v.is_const() or isinstance(v, SeqVar)):
                 raise Unsupported(f"{op.__name__} between a tensor and {v}")
         return tx.output.call_op("call_function", op, [a, b], {})
-    if a.is_const() and b.is_const():
+    if isinstance(a, SymNumVar) or isinstance(b, SymNumVar):
+        r = sym_binary(tx, op, a, b)  # size arithmetic in the graph (dynamic shapes)
+        if r is not None:
+            return r
+    if _sym_items(a) or _sym_items(b):
+        pass  # the sequence rules below keep symbolic sizes (``shape[:-1] + (n,)``)
+    elif a.is_const() and b.is_const():
         try:
             return tx.output.wrap_const(op(a.const(), b.const()))
         except Exception as e:
@@ -98,6 +105,13 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
         and op in (operator.add, operator.iadd, operator.eq, operator.ne)
     ):
         return binary_op(tx, op, a, tx.output.wrap_const(b.const()) if False else _seq_of(b))
+    if (
+        isinstance(b, SeqVar)
+        and isinstance(a, ConstVar)
+        and isinstance(a.value, (tuple, list))
+        and op in (operator.add, operator.eq, operator.ne)
+    ):
+        return binary_op(tx, op, _seq_of(a), b)  # (-1,) + shape[1:] with symbolic sizes
     if isinstance(a, DictVar) and isinstance(b, DictVar) and op is operator.or_:
         return DictVar({**a.items, **b.items})
     from .objects import ObjectVar
@@ -105,6 +119,10 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
     if isinstance(a, ObjectVar) or isinstance(b, ObjectVar):
         return _user_binary(tx, op, a, b)
     raise Unsupported(f"{op.__name__}({a}, {b})")
+
+
+def _sym_items(v: Var) -> bool:
+    return isinstance(v, SeqVar) and any(isinstance(i, SymNumVar) for i in v.items)
 
 
 def _seq_of(c: Var):
@@ -219,6 +237,8 @@ def contains(tx, container: Var, item: Var) -> bool:
 
 
 def python_type_of(v: Var):
+    if isinstance(v, (SymNumVar, SeqVar)):
+        return v.python_type()  # no specialisation of sizes for isinstance(n, int)
     if v.is_const():
         return type(v.const())
     return v.python_type()
@@ -296,7 +316,7 @@ def _len(tx, x):
     if isinstance(x, TensorVar):
         if x.example.dim() == 0:
             raise Unsupported("len() of a 0-d tensor")
-        return ConstVar(x.example.shape[0])
+        return tx.output.size_var(x, 0)
     if x.is_const():
         return None
     if isinstance(x, SeqVar | DictVar | SetVar):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 
+import torch
+
 from ..exc import Unsupported
 from .base import ConstVar, Var, is_const_value
 
@@ -27,10 +29,12 @@ class SeqVar(Var):
         return self.py_type
 
     def is_const(self):
-        return all(i.is_const() for i in self.items) and self.py_type in (tuple, list)
+        return all(i.is_const() for i in self.items) and self.py_type in (tuple, list, torch.Size)
 
     def const(self):
         vals = [i.const() for i in self.items]
+        if self.py_type is torch.Size:  # symbolic sizes (dynamic shapes), specialised here
+            return torch.Size(vals)
         return tuple(vals) if self.py_type is tuple else vals
 
     def truth(self, tx):
@@ -42,9 +46,8 @@ class SeqVar(Var):
     def getitem(self, tx, idx: Var):
         i = _const_index(idx)
         if isinstance(i, slice):
-            return type(self)(
-                self.items[i], py_type=self.py_type if self.py_type in (tuple, list) else tuple
-            )
+            keep = self.py_type in (tuple, list, torch.Size)
+            return type(self)(self.items[i], py_type=self.py_type if keep else tuple)
         if isinstance(i, bool) or not isinstance(i, int):
             raise Unsupported(f"sequence index {type(i).__name__}")
         try:

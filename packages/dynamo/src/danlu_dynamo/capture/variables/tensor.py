@@ -8,6 +8,7 @@ import torch
 
 from ..exc import Unsupported
 from .base import ConstVar, Var
+from .symbolic import is_symbolic, wrap_symbolic
 
 # Metadata the trace specialises on (guarded by the inputs' TENSOR_MATCH guards).
 CONST_ATTRS = {
@@ -103,6 +104,8 @@ class TensorVar(Var):
             return ConstVar(self.device.type == "cpu")
         if name == "is_meta":
             return ConstVar(self.device.type == "meta")
+        if name == "shape":
+            return tx.output.shape_var(self)
         if name in CONST_ATTRS:
             return ConstVar(getattr(ex, name))
         if name in TENSOR_ATTRS:
@@ -168,9 +171,23 @@ def tensor_method(tx, t: TensorVar, name, args, kwargs):
             return tx.output.call_op("call_method", name, [t, *args], kwargs)
         if name == "get_device":
             return ConstVar(-1 if t.device.type == "cpu" else t.device.index)
-        v = getattr(t.example, name)(
-            *[a.const() for a in args], **{k: v.const() for k, v in kwargs.items()}
-        )
+        if name == "storage_offset" and t.example._has_symbolic_sizes_strides:
+            # a symbolic input's fake starts at offset 0 whatever the real tensor's offset
+            raise Unsupported("Tensor.storage_offset() of a tensor with symbolic sizes")
+        const_args = [a.const() for a in args]
+        const_kwargs = {k: v.const() for k, v in kwargs.items()}
+        v = getattr(t.example, name)(*const_args, **const_kwargs)
+        if is_symbolic(v):  # dynamic shapes: the graph computes it (``symbolic.py``)
+            if name == "size" and not const_kwargs:
+                if const_args:
+                    return tx.output.size_var(t, const_args[0])
+                return tx.output.shape_var(t)
+            if name == "is_contiguous":
+                raise Unsupported(f"Tensor.{name}() of a tensor with symbolic sizes")
+            node = tx.output.graph.create_node(
+                "call_method", name, (t.node, *const_args), const_kwargs
+            )
+            return wrap_symbolic(tx.output, node, v)
         return tx.output.wrap_const(v)
     if name in ("cpu",) and t.device.type == "cpu":
         return t

@@ -1,0 +1,114 @@
+"""`danlu.compile(..., dynamic=)` and `danlu.mark_dynamic`/`mark_static` through the eager and
+aot_eager backends: compile counts, correctness against eager, backward."""
+
+import pytest
+import torch
+
+import danlu
+from danlu.testing import same
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.ln = torch.nn.LayerNorm(8)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        y = self.ln(self.fc(x)).reshape(b * t, c).softmax(-1)
+        return y.view(b, t, c)[:, : t - 1].sum(1) * t
+
+
+def _count(backend):
+    calls = []
+    inner = danlu.lookup_backend(backend)
+
+    def counting(gm, example_inputs):
+        calls.append(gm)
+        return inner(gm, example_inputs)
+
+    return calls, counting
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_automatic_dynamic_compiles_twice_and_trains(backend):
+    torch.manual_seed(0)
+    ref = Net()
+    model = Net()
+    model.load_state_dict(ref.state_dict())
+    calls, be = _count(backend)
+    compiled = danlu.compile(model, backend=be)
+    for b, t in [(2, 3), (3, 5), (4, 9), (2, 12), (5, 7), (3, 4), (6, 2), (2, 20), (7, 6), (4, 4)]:
+        x = torch.randn(t, b, 8).transpose(0, 1)  # non-contiguous
+        out, exp = compiled(x), ref(x)
+        assert same(exp, out)
+        out.square().sum().backward()
+        exp.square().sum().backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            assert same(q.grad, p.grad)
+            p.grad = q.grad = None
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_dynamic_true_and_false(backend):
+    model = Net().eval()
+    calls, be = _count(backend)
+    compiled = danlu.compile(model, backend=be, dynamic=True)
+    with torch.no_grad():
+        for t in (3, 6, 11):
+            x = torch.randn(2, t, 8)
+            assert same(model(x), compiled(x))
+    assert len(calls) == 1
+    calls, be = _count(backend)
+    compiled = danlu.compile(model, backend=be, dynamic=False)
+    with torch.no_grad():
+        for t in (3, 6, 11):
+            x = torch.randn(2, t, 8)
+            assert same(model(x), compiled(x))
+    assert len(calls) == 3
+
+
+def test_mark_dynamic_is_reexported():
+    calls, be = _count("eager")
+    compiled = danlu.compile(lambda x: x.cumsum(0) * x.shape[0], backend=be)
+    x = torch.randn(5, 3)
+    danlu.mark_dynamic(x, 0)
+    assert same(compiled(x), x.cumsum(0) * 5)
+    y = torch.randn(9, 3)
+    assert same(compiled(y), y.cumsum(0) * 9)
+    assert len(calls) == 1
+    z = torch.randn(4, 3)
+    danlu.mark_static(z, 0)
+    calls2, be2 = _count("eager")
+    compiled2 = danlu.compile(lambda x: x + 1, backend=be2, dynamic=True)
+    compiled2(z)
+    ph = next(n for n in calls2[0].graph.nodes if n.op == "placeholder")
+    assert not isinstance(ph.meta["val"].shape[0], torch.SymInt)
+    assert isinstance(ph.meta["val"].shape[1], torch.SymInt)
+
+
+def test_logs_and_capture_say_which_size_changed():
+    import logging
+
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    logger = logging.getLogger("danlu_dynamo.recompiles")
+    handler, level = Keep(), logger.level
+    logger.addHandler(handler)  # direct: other tests may stop this logger propagating
+    logger.setLevel(logging.INFO)
+    try:
+        compiled = danlu.compile(lambda x: x.relu(), backend="eager")
+        compiled(torch.randn(3, 4))
+        compiled(torch.randn(6, 4))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert any("L['x'].size(0): 3 -> 6, made dynamic" in r for r in records)
+    capture = danlu.CompileStats.current().captures[-1]
+    assert any("made dynamic" in r for r in capture.recompiles)
