@@ -7,11 +7,22 @@ all are non-negative, so integer division and modulo print as plain C ``/`` and 
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Sequence
 
 import sympy
 
 Expr = sympy.Expr
+
+
+class NotLowered(Exception):
+    """This call cannot be lowered (yet); use a fallback kernel."""
+
+
+class DynamicShapeUnsupported(NotLowered):
+    """A symbolic size reached code that needs a number. Inside a lowering the op becomes a
+    fallback kernel; elsewhere the whole graph runs eagerly (``compile_fx`` says why)."""
 
 
 class FloorDiv(sympy.Function):
@@ -125,11 +136,66 @@ def linear_index(index: Sequence[Expr], strides: Sequence[Expr], offset: Expr = 
 
 
 def to_int(e) -> int:
-    """A static integer value; the first version of the compiler specializes on sizes."""
+    """A static integer value (raises ``DynamicShapeUnsupported`` for a symbolic one)."""
     e = as_expr(e)
     if not e.is_Integer:
-        raise NotImplementedError(f"symbolic size {e} is not supported yet")
+        raise DynamicShapeUnsupported(f"symbolic size {e} where a number is needed")
     return int(e)
+
+
+# ------------------------------------------------------------------- symbolic sizes
+# Sizes of graphs traced with dynamic shapes are expressions over the ShapeEnv's symbols
+# (``s0, s1, ...``, integer and >= 2). Decisions that only affect speed use the size hint
+# (the value at the first call); the generated code stays valid for every size.
+
+
+class _Hints(threading.local):
+    values: dict | None = None
+
+
+_hints = _Hints()
+
+
+@contextlib.contextmanager
+def size_hints(values: dict | None):
+    """Scope ``{symbol: example value}`` for ``hint`` (None: static graph)."""
+    prev = _hints.values
+    _hints.values = values
+    try:
+        yield
+    finally:
+        _hints.values = prev
+
+
+def is_static(e) -> bool:
+    return as_expr(e).is_Integer
+
+
+def hint(e) -> int:
+    """``e``'s value at the example sizes (``e`` itself when it is a number)."""
+    e = as_expr(e)
+    if e.is_Integer:
+        return int(e)
+    values = _hints.values or {}
+    v = e.xreplace({s: sympy.Integer(values[s]) for s in e.free_symbols if s in values})
+    if not v.is_Integer:
+        v = sympy.sympify(v).doit()
+    if not v.is_Integer:
+        raise DynamicShapeUnsupported(f"no size hint for {e}")
+    return int(v)
+
+
+def hints(es: Sequence) -> list[int]:
+    return [hint(e) for e in es]
+
+
+def same(a, b) -> bool:
+    """``a == b`` for every size (decided on the expressions, never on hints)."""
+    return sympy.expand(as_expr(a) - as_expr(b)) == 0
+
+
+def same_sizes(a: Sequence, b: Sequence) -> bool:
+    return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
 
 
 def affine_coefficients(expr: Expr, variables: Sequence[sympy.Symbol]):

@@ -19,7 +19,7 @@ from danlu_inductor.ir.nodes import (
     current_graph,
     realize_input,
 )
-from danlu_inductor.ir.symbols import as_exprs, to_int
+from danlu_inductor.ir.symbols import to_int
 from danlu_inductor.lowering.registry import NotLowered, aten, is_node, register
 
 EXTERN_OPS = (
@@ -75,6 +75,14 @@ def make_extern(op, args, kwargs, kind: str, meta_val=None):
 
     rargs = pytree.tree_map(realize, list(args))
     rkwargs = pytree.tree_map(realize, dict(kwargs))
+    node = graph.current_node
+    if meta_val is None and graph.shape_env is not None and node is not None:
+        # symbolic sizes: the trace already describes the outputs
+        val = node.meta.get("val")
+        if val is not None and all(
+            isinstance(v, torch.Tensor) or v is None for v in pytree.tree_leaves(val)
+        ):
+            meta_val = val
     if meta_val is None:
         try:
             meta_val = op(*pytree.tree_map(_meta_arg, rargs), **pytree.tree_map(_meta_arg, rkwargs))
@@ -85,7 +93,12 @@ def make_extern(op, args, kwargs, kind: str, meta_val=None):
     def layout_of(t):
         if t.device.type not in ("cpu", "meta"):
             raise NotLowered("non-CPU output")
-        return FixedLayout(t.dtype, as_exprs(t.shape), as_exprs(t.stride()), t.storage_offset())
+        return FixedLayout(
+            t.dtype,
+            graph.to_exprs(t.shape),
+            graph.to_exprs(t.stride()),
+            graph.to_expr(t.storage_offset()),
+        )
 
     if isinstance(meta_val, torch.Tensor):
         node = ExternKernel(None, layout_of(meta_val), op, rargs, rkwargs, kind, mutates)

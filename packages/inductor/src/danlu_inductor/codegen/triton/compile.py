@@ -72,6 +72,10 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
         except NotLowered as e:
             log.warning("danlu_inductor: cannot compile this graph (%s); running it eagerly", e)
             return EagerGraph(gm, str(e))
+        if graph.is_dynamic:
+            reason = "Triton backend: symbolic sizes are not supported yet (C++ backend only)"
+            log.warning("danlu_inductor: running the graph eagerly: %s", reason)
+            return EagerGraph(gm, reason)
         t1 = time.perf_counter()
         scheduler = Scheduler(graph)
         backend = _GuardedBackend(autotune=opts.autotune, max_autotune=opts.max_autotune)
