@@ -156,6 +156,9 @@ class GraphLowering:
                 box.data.origins = getattr(box.data, "origins", set()) | {name}
 
     def _placeholder(self, node, example):
+        val = node.meta.get("val")
+        if self.shape_env is not None and isinstance(val, torch.Tensor | torch.SymInt):
+            example = val  # symbolic trace: its placeholders carry the symbolic sizes
         if isinstance(example, (torch.SymInt, int)) and not isinstance(example, bool):
             # a size saved across the forward/backward split: an int at run time
             if self.shape_env is None:
