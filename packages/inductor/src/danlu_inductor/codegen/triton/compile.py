@@ -17,6 +17,7 @@ import torch
 from danlu_inductor.codegen.triton.backend import TritonBackend, interpreting
 from danlu_inductor.codegen.wrapper import WrapperCodegen
 from danlu_inductor.graph import GraphLowering
+from danlu_inductor.ir.symbols import size_hints
 from danlu_inductor.lowering import NotLowered
 from danlu_inductor.scheduler import Scheduler
 
@@ -72,30 +73,34 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
         except NotLowered as e:
             log.warning("danlu_inductor: cannot compile this graph (%s); running it eagerly", e)
             return EagerGraph(gm, str(e))
-        if graph.is_dynamic:
-            reason = "Triton backend: symbolic sizes are not supported yet (C++ backend only)"
-            log.warning("danlu_inductor: running the graph eagerly: %s", reason)
-            return EagerGraph(gm, reason)
         t1 = time.perf_counter()
-        scheduler = Scheduler(graph)
-        backend = _GuardedBackend(autotune=opts.autotune, max_autotune=opts.max_autotune)
-        # under CUDA graphs the bounds flag is read after the replay, not inside the call
-        # (plain calls read it after the call: FirstCallGuard.check_err)
-        defer = opts.cudagraphs
-        wrapper = WrapperCodegen(graph, scheduler, backend, defer_index_checks=defer)
         try:
-            wrapper.source = wrapper.generate()
-            t2 = time.perf_counter()
-            fns, path, module_source = backend.build(wrapper.kernel_names, wrapper.kernel_sources)
-            failed = _precompile(backend, fns, path, wrapper, device)
-        except KernelFailed as e:
-            failed = {e.kernel: (e.origins, e.error)}
-        except Exception as e:  # not tied to one group (e.g. the module fails to import)
-            reason = f"Triton backend: {type(e).__name__}: {str(e)[:300]}"
-            log.warning("danlu_inductor: running the graph eagerly: %s", reason)
-            eager = EagerGraph(gm, reason)
-            eager.report["triton_fallbacks"] = failures
-            return eager
+            with size_hints(graph.hint_values()):
+                scheduler = Scheduler(graph)
+        except NotLowered as e:
+            log.warning("danlu_inductor: cannot compile this graph (%s); running it eagerly", e)
+            return EagerGraph(gm, str(e))
+        with size_hints(graph.hint_values()):
+            backend = _GuardedBackend(autotune=opts.autotune, max_autotune=opts.max_autotune)
+            # under CUDA graphs the bounds flag is read after the replay, not inside the call
+            # (plain calls read it after the call: FirstCallGuard.check_err)
+            defer = opts.cudagraphs
+            wrapper = WrapperCodegen(graph, scheduler, backend, defer_index_checks=defer)
+            try:
+                wrapper.source = wrapper.generate()
+                t2 = time.perf_counter()
+                fns, path, module_source = backend.build(
+                    wrapper.kernel_names, wrapper.kernel_sources
+                )
+                failed = _precompile(backend, fns, path, wrapper, device)
+            except KernelFailed as e:
+                failed = {e.kernel: (e.origins, e.error)}
+            except Exception as e:  # not tied to one group (e.g. the module fails to import)
+                reason = f"Triton backend: {type(e).__name__}: {str(e)[:300]}"
+                log.warning("danlu_inductor: running the graph eagerly: %s", reason)
+                eager = EagerGraph(gm, reason)
+                eager.report["triton_fallbacks"] = failures
+                return eager
         if not failed:
             break
         new = set()
