@@ -193,3 +193,26 @@ def test_unbindable_size_runs_eagerly_and_says_why():
     assert "cannot be read" in (c.report.get("fallback_reason") or ""), c.report
     y = torch.randn(10, 3)
     torch.testing.assert_close(c(y), y * 2)
+
+
+def test_gathers_padding_and_aten_fallbacks_with_symbolic_sizes():
+    """embedding/pad lower symbolically; max_pool2d (lowered for static windows only) and
+    chunk run as ATen fallbacks whose outputs the trace describes."""
+
+    def fn(w, idx, img):
+        e = torch.nn.functional.embedding(idx, w)
+        p = torch.nn.functional.max_pool2d(img, 2)
+        pad = torch.nn.functional.pad(img, (1, 2)).sum(-1)
+        return e.sum(1), p * 2, pad, img.flatten(1).chunk(2, 1)[0].sum(1)
+
+    def make(v, n, b, h):
+        return torch.randn(v, 6), torch.randint(0, v, (b, n)), torch.randn(b, 3, h, h + 2)
+
+    # trace sizes all distinct (equal sizes would share a symbol: duck sizing)
+    c = _check(
+        fn,
+        make,
+        [(11, 5, 4, 8), (13, 7, 2, 6), (30, 3, 5, 12), (9, 2, 7, 4), (12, 9, 2, 10)],
+        max_fallbacks=2,
+    )
+    assert "aten.max_pool2d_with_indices.default" in c.report["fallback_ops"]

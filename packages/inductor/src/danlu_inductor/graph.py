@@ -77,10 +77,15 @@ class GraphLowering:
             raise DynamicShapeUnsupported(str(err)) from err
         if self.shape_env is not None:
             e = self.shape_env.simplify(sympy.sympify(e))
-        e = e.replace(PtFloorDiv, FloorDiv).replace(sympy.Mod, IMod)
         if self.shape_env is None:
             raise DynamicShapeUnsupported(f"symbolic size {e} in a graph without a shape_env")
-        return e
+        # the index printers divide with C semantics (truncation): fine for operands that
+        # are never negative, which the trace's value ranges must prove
+        for f in e.atoms(PtFloorDiv, sympy.Mod):
+            a, b = f.args
+            if self.shape_env.static_value(sympy.And(a >= 0, b > 0)) is not True:
+                raise DynamicShapeUnsupported(f"size {e}: {f} may have a negative operand")
+        return e.replace(PtFloorDiv, FloorDiv).replace(sympy.Mod, IMod)
 
     def to_exprs(self, vs):
         return [self.to_expr(v) for v in vs]

@@ -146,6 +146,9 @@ class WrapperCodegen:
             f"{', '.join(inputs)}{',' if len(inputs) == 1 else ''} = args" if inputs else ""
         )
         body.append("args.clear()")
+        clash = {s.name for s in graph.size_sources} & (set(graph.name_to_buffer) | set(inputs))
+        if clash:  # the wrapper binds each symbol to a local variable of its name
+            raise DynamicShapeUnsupported(f"size symbols named like graph values: {clash}")
         for symbol, source in sorted(graph.size_sources.items(), key=lambda kv: kv[0].name):
             body.append(f"{symbol.name} = {source}")
         for name in inputs:
