@@ -216,3 +216,14 @@ def test_gathers_padding_and_aten_fallbacks_with_symbolic_sizes():
         max_fallbacks=2,
     )
     assert "aten.max_pool2d_with_indices.default" in c.report["fallback_ops"]
+
+
+def test_cudagraphs_option_skips_symbolic_graphs():
+    def fn(x):
+        return x.relu() + 1
+
+    x = torch.randn(4, 9)
+    c = compile_fx(_trace(fn, [x]), [x], options={"cudagraphs": True})
+    assert c.report["cudagraphs"].startswith("skipped: symbolic sizes"), c.report
+    y = torch.randn(6, 5)
+    torch.testing.assert_close(c(y), fn(y))

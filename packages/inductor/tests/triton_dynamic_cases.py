@@ -45,6 +45,7 @@ def run_case(fn, make, sizes, tol=2e-5):
     args = make(*sizes[0])
     c = compile_fx(_trace(fn, args), args)
     assert c.report.get("backend") == "triton", c.report
+    assert c.report["dynamic"], "the graph should have been compiled symbolically"
     assert not c.report.get("triton_fallbacks"), c.report["triton_fallbacks"]
     state = _kernel_state(c)
     for size in sizes:

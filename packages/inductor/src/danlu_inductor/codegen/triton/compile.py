@@ -146,6 +146,7 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
         "compile_s": build_s,
         "library": str(path) if path else None,
         "memory": list(wrapper.memory_log),
+        "dynamic": graph.is_dynamic,
     }
     target = check_target()
     ready = [n for n, fn in fns.items() if any(err is None for _, err, _ in fn.compile_info or ())]
