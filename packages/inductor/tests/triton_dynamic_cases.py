@@ -106,7 +106,19 @@ CASES = {
         lambda a, n: [torch.randn(a, n)],
         [(4, 9), (7, 3), (2, 40), (17, 5), (3, 12)],
     ),
+    "attention_block": (
+        lambda x, wqkv, g: _attention(x, wqkv, g),
+        lambda b, t: [torch.randn(b, t, 16), torch.randn(16, 48) / 4, torch.randn(16)],
+        [(2, 5), (3, 9), (2, 2), (4, 17), (3, 3)],
+    ),
 }
+
+
+def _attention(x, wqkv, g):
+    h = F.layer_norm(x, (16,), g)
+    q, k, v = (h @ wqkv).split(16, -1)
+    att = torch.softmax(q @ k.transpose(1, 2) * 0.25, -1)
+    return x + att @ v
 
 
 def run_mlp_training():
