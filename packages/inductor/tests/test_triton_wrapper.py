@@ -56,6 +56,14 @@ def test_extern_and_aten_fallbacks_run_on_the_triton_path(results):
     assert "aten.cumsum.default" in r["fallback_ops"], r
 
 
+def test_direct_launch_is_correct_across_alignments(results):
+    _ok(results["direct_launch"])
+
+
+def test_misaligned_bf16_matmuls_are_padded(results):
+    assert _ok(results["padded_matmuls"])["padded"] == 2
+
+
 def test_out_of_bounds_gather_raises(results):
     assert "index out of range" in _ok(results["out_of_bounds"])["raised"]
 

@@ -24,6 +24,8 @@ import logging
 import torch
 from torch.utils import _pytree as pytree
 
+from danlu_inductor.runtime import FlagWatch
+
 log = logging.getLogger("danlu_inductor")
 
 MAX_RECAPTURES = 4
@@ -146,6 +148,8 @@ class CudaGraphRunner:
         self.replays = 0
         self.copied_always: set[int] = set()
         self.disabled = None
+        err = getattr(compiled, "err_flag", None)
+        self.flag_watch = FlagWatch(err) if err is not None else None
 
     def __getattr__(self, name):  # loop_ir(), wrapper_source, artifacts, ...
         return getattr(self.compiled, name)
@@ -265,9 +269,8 @@ class CudaGraphRunner:
             s.copy_(a)
         self.graph.replay()
         self.replays += 1
-        err = getattr(self.compiled, "err_flag", None)
-        if err is not None and err.item():
-            raise IndexError("index out of range in a gather/embedding (CUDA graph replay)")
+        if self.flag_watch is not None:
+            self.flag_watch.check(" (CUDA graph replay)")
         for i in self.mutated:
             if i not in self.static_idx:
                 args[i].copy_(self.static_inputs[i])

@@ -269,8 +269,21 @@ class GraphLowering:
                     stride = strides_for_order(value.get_size(), [hint(s) for s in stride])
                 result.append(value.realize(stride))
             else:
-                result.append(ir.realize_input(value, stride))
+                out = ir.realize_input(value, stride)
+                if stride is not None and _other_strides(out, stride):
+                    # a view whose strides differ from eager's (a padded matmul's slice):
+                    # the caller gets eager's layout
+                    copy = ir.Pointwise(value.get_dtype(), value.get_size(), value.make_loader())
+                    out = ir.StorageBox(copy).realize(stride)
+                result.append(out)
         self.graph_outputs = result
+
+
+def _other_strides(buf, stride) -> bool:
+    layout = getattr(buf, "layout", None)
+    if layout is None:
+        return False
+    return any(s != 1 and a != b for s, a, b in zip(layout.size, layout.stride, stride))
 
 
 _SIZE_OPS = (

@@ -19,6 +19,8 @@ OPTIONS = {
     "first GPU call, not only the first three (off by default)",
     "autotune": "bool: time a few launch configs of each Triton kernel on its first GPU "
     "call and remember the fastest on disk (on by default); off: the size heuristic alone",
+    "pad_matmuls": "bool: zero-pad 16-bit matmuls whose rows are not a multiple of 16 bytes "
+    "so the library takes its aligned kernels (Triton path; on by default)",
 }
 
 
@@ -27,6 +29,7 @@ class CompileOptions:
     cudagraphs: bool = False
     max_autotune: bool = False
     autotune: bool = True
+    pad_matmuls: bool = True
     mode: str | None = None
 
 
@@ -47,9 +50,9 @@ def validate_options(options) -> CompileOptions:
     mode = options.get("mode")
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; valid modes: {', '.join(repr(m) for m in MODES)}")
-    settings = {"cudagraphs": False, "max_autotune": False, "autotune": True}
+    settings = {"cudagraphs": False, "max_autotune": False, "autotune": True, "pad_matmuls": True}
     settings.update(MODES[mode])
-    for key in ("cudagraphs", "max_autotune", "autotune"):
+    for key in ("cudagraphs", "max_autotune", "autotune", "pad_matmuls"):
         if key in options:
             if not isinstance(options[key], bool):
                 raise ValueError(f"option {key!r} takes a bool, got {options[key]!r}")

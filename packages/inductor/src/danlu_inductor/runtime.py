@@ -11,6 +11,10 @@ def ensure_layout(t: torch.Tensor, size: tuple, stride: tuple) -> torch.Tensor:
     """``t`` itself when it has the layout the kernels were built for, else a copy that has it."""
     if t.stride() == stride and t.shape == size:
         return t
+    if tuple(t.shape) == size and all(
+        n == 1 or a == b for n, a, b in zip(size, t.stride(), stride)
+    ):  # a size-1 dim's stride is never used
+        return t
     if tuple(t.shape) != size:
         raise ValueError(
             f"compiled graph expects an input of shape {size}, got {tuple(t.shape)}; "
@@ -21,5 +25,51 @@ def ensure_layout(t: torch.Tensor, size: tuple, stride: tuple) -> torch.Tensor:
     return out
 
 
+def extern_layout(t, size: tuple, stride: tuple):
+    """A library kernel's output in the layout planned for it (``ensure_layout``); outputs the
+    kernel leaves undefined at run time (None, such as attention's debug mask) stay None."""
+    return t if t is None else ensure_layout(t, size, stride)
+
+
 def raise_index_error(kernel: str):
     raise IndexError(f"index out of range in a gather/embedding (kernel {kernel})")
+
+
+class FlagWatch:
+    """Reads a device-side error flag (set by gather kernels on an out-of-range index)
+    without stalling the host on every call.
+
+    The flag is sticky: kernels only ever set it, so nothing is lost between reads. On CUDA,
+    ``check`` copies it into pinned host memory behind an event and looks at the copy once
+    the event has completed, usually at the end of the next call: like eager's device-side
+    asserts, an error is reported a little after the call that caused it. ``check_now``
+    reads it synchronously (first calls, and devices without streams).
+    """
+
+    MESSAGE = "index out of range in a gather/embedding"
+
+    def __init__(self, flag: torch.Tensor):
+        self.flag = flag
+        self.async_reads = flag.is_cuda
+        if self.async_reads:
+            self.host = torch.zeros((), dtype=flag.dtype).pin_memory()
+            self.event = torch.cuda.Event()
+        self.in_flight = False
+
+    def check_now(self, where: str = ""):
+        if self.flag.item():
+            self.flag.zero_()
+            raise IndexError(self.MESSAGE + where)
+
+    def check(self, where: str = ""):
+        if not self.async_reads:
+            return self.check_now(where)
+        if self.in_flight and self.event.query():
+            self.in_flight = False
+            if self.host.item():
+                self.flag.zero_()
+                raise IndexError(self.MESSAGE + where + " (seen after the call that caused it)")
+        if not self.in_flight:
+            self.host.copy_(self.flag, non_blocking=True)
+            self.event.record()
+            self.in_flight = True

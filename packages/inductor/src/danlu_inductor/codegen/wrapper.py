@@ -20,6 +20,15 @@ from danlu_inductor.ir.symbols import DynamicShapeUnsupported, is_static, produc
 SCRATCH_MAX_ELEMENTS = 16384
 
 
+# library kernels whose outputs are always freshly allocated row-major tensors
+_CONTIGUOUS_EXTERNS = {
+    torch.ops.aten.mm.default,
+    torch.ops.aten.bmm.default,
+    torch.ops.aten.addmm.default,
+    torch.ops.aten.baddbmm.default,
+}
+
+
 def _ints(exprs):
     """Sizes or strides as Python source (expressions of the bound symbols when symbolic)."""
     return ptuple(exprs)
@@ -293,12 +302,29 @@ class WrapperCodegen:
         if isinstance(node, ir.MultiOutput):
             sel = "".join(f"[{k}]" for k in node.path)
             body.append(f"{node.name} = {node.parent.name}{sel}")
+            self._check_extern_layout(node, body)
             return
         op = self._const(node.op)
         args = ", ".join(self._arg(a) for a in node.args)
         kwargs = ", ".join(f"{k}={self._arg(v)}" for k, v in node.kwargs.items())
         call = ", ".join(x for x in (args, kwargs) if x)
         body.append(f"{node.name} = {op}({call})  # {node.kind}: {node.op}{org}")
+        self._check_extern_layout(node, body)
+
+    def _check_extern_layout(self, node, body):
+        """Library kernels choose their outputs' strides at run time, and the meta function
+        that planned them can disagree (cuDNN attention's output on CUDA does): the kernels
+        after it index the buffer with the planned strides, so a different layout is copied
+        into the planned one."""
+        lay = node.layout
+        op = node.parent.op if isinstance(node, ir.MultiOutput) else node.op
+        if lay is None or op in _CONTIGUOUS_EXTERNS:
+            return
+        for e in (*lay.size, *lay.stride):
+            self._sym(e)
+        body.append(
+            f"{node.name} = extern_layout({node.name}, {_ints(lay.size)}, {_ints(lay.stride)})"
+        )
 
     def _module(self, body) -> str:
         where = (
@@ -309,7 +335,9 @@ class WrapperCodegen:
         head = [
             f"# danlu_inductor wrapper: run `call(args)`; kernels are {where}",
             "import torch",
-            "from danlu_inductor.runtime import empty_strided, ensure_layout, raise_index_error",
+            "from danlu_inductor.runtime import (",
+            "    empty_strided, ensure_layout, extern_layout, raise_index_error,",
+            ")",
             "",
             "",
             "def make_call(kernels, consts, device='cpu'):",
@@ -321,8 +349,7 @@ class WrapperCodegen:
         head.append("    _err = torch.zeros((), dtype=torch.int64, device=device)")
         head.append("")
         head.append("    def call(args):")
-        if self.defer_index_checks and self.uses_err:
-            body = ["_err.zero_()  # bounds flag, read by the caller after the call", *body]
+        # deferred: the bounds flag is sticky (never zeroed here); the caller reads it
         head += ["        " + ln for ln in body if ln != ""]
         head.append("")
         head.append("    call.err_flag = _err")

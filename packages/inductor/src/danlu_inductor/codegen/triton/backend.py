@@ -220,6 +220,7 @@ class TritonLauncher:
             params = ", ".join(meta["size_args"])
             self._numels = eval(f"lambda {params}: ({', '.join(meta['numel_exprs'])})")  # noqa: S307
         self.config: Config | None = None
+        self._direct: dict = {}  # config -> DirectLaunch, or False where it does not apply
         src = getattr(fn, "src", "") or ""
         tag = "max" if max_autotune else "default"
         self.key = hashlib.sha256(
@@ -251,7 +252,13 @@ class TritonLauncher:
         if 0 in grid:  # empty tensors: nothing to compute (CUDA rejects empty grids)
             return
         sizes = [xnumel] + ([rnumel] if self.kind != "pointwise" else [])
-        self.fn[grid](*args, *sizes, **cfg.kwargs(), num_warps=cfg.num_warps)
+        fast = self._direct.get(cfg)
+        if fast and fast.matches(args, sizes):
+            fast.launch(grid, args, sizes)
+            return
+        kernel = self.fn[grid](*args, *sizes, **cfg.kwargs(), num_warps=cfg.num_warps)
+        if cfg not in self._direct and not interpreting():
+            self._direct[cfg] = DirectLaunch.make(self.fn, kernel, cfg, args, sizes) or False
 
     def __call__(self, *args):
         if self.config is None:
@@ -302,6 +309,89 @@ class TritonLauncher:
             return (self.configs or [self.heuristic()])[0]
         self.timings = [(round(t * 1000, 2), str(c)) for t, c in timings]
         return min(timings, key=lambda tc: tc[0])[1]
+
+
+class DirectLaunch:
+    """Launches a compiled kernel without going through ``JITFunction.run``.
+
+    Triton's Python launch path binds the arguments, recomputes the specialisation key and
+    looks the kernel up on every call (tens of microseconds; a graph launches hundreds of
+    kernels). After the first launch of a config we keep the compiled kernel and call its
+    launcher directly, as long as the arguments specialise the same way: every tensor's
+    16-byte alignment and every integer's ``== 1`` / ``% 16 == 0`` class, which is what
+    Triton compiled the kernel for. Anything else goes through the normal path.
+    """
+
+    unavailable: str | None = None  # why the last attempt failed (for tests and logs)
+
+    def __init__(self, kernel, order, key, get_stream):
+        self.kernel = kernel
+        self.order = order  # for each kernel argument: ("arg", i), ("size", i) or ("const", v)
+        self.key = key
+        self.get_stream = get_stream
+        self.run = kernel.run
+        self.function = kernel.function
+        self.packed = kernel.packed_metadata
+
+    @staticmethod
+    def specialisation(args, sizes):
+        return tuple(
+            a.data_ptr() % 16 == 0 if hasattr(a, "data_ptr") else (a == 1, a % 16 == 0)
+            for a in (*args, *sizes)
+        )
+
+    @classmethod
+    def make(cls, fn, kernel, cfg, args, sizes):
+        try:
+            import triton
+
+            hooks = triton.knobs.runtime
+            if hooks.launch_enter_hook is not None or hooks.launch_exit_hook is not None:
+                return None
+            if hasattr(kernel, "result"):  # some Triton versions hand back a future
+                kernel = kernel.result()
+            kernel._init_handles()
+            names = list(fn.arg_names)
+            consts = cfg.kwargs()
+            order = []
+            for i, name in enumerate(names):
+                if i < len(args):
+                    order.append(("arg", i))
+                elif i < len(args) + len(sizes):
+                    order.append(("size", i - len(args)))
+                elif name in consts:
+                    order.append(("const", consts[name]))
+                else:
+                    return None  # a signature we do not know how to fill
+            driver = triton.runtime.driver.active
+            device = driver.get_current_device()
+            get_stream = driver.get_current_stream
+            return cls(kernel, order, cls.specialisation(args, sizes), (get_stream, device))
+        except Exception as e:  # another Triton version: keep the normal launch path
+            log.debug("danlu_inductor: direct launch unavailable: %s", e)
+            DirectLaunch.unavailable = f"{type(e).__name__}: {e}"
+            return None
+
+    def matches(self, args, sizes) -> bool:
+        return self.specialisation(args, sizes) == self.key
+
+    def launch(self, grid, args, sizes):
+        values = [args[v] if k == "arg" else sizes[v] if k == "size" else v for k, v in self.order]
+        get_stream, device = self.get_stream
+        g1 = grid[1] if len(grid) > 1 else 1
+        g2 = grid[2] if len(grid) > 2 else 1
+        self.run(
+            grid[0],
+            g1,
+            g2,
+            get_stream(device),
+            self.function,
+            self.packed,
+            None,
+            None,
+            None,
+            *values,
+        )
 
 
 def compile_group_triton(group, name, buffer_dtypes, local_buffers=frozenset()):

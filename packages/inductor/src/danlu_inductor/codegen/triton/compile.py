@@ -19,6 +19,8 @@ from danlu_inductor.codegen.wrapper import WrapperCodegen
 from danlu_inductor.graph import GraphLowering
 from danlu_inductor.ir.symbols import size_hints
 from danlu_inductor.lowering import NotLowered
+from danlu_inductor.passes import pad_matmuls
+from danlu_inductor.runtime import FlagWatch
 from danlu_inductor.scheduler import Scheduler
 
 log = logging.getLogger("danlu_inductor")
@@ -66,6 +68,7 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
 
     forced: set[str] = set()
     failures: list[dict] = []
+    padded = pad_matmuls(gm) if opts.pad_matmuls else 0
     for _ in range(MAX_RETRIES):
         t0 = time.perf_counter()
         try:
@@ -82,9 +85,9 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
             return EagerGraph(gm, str(e))
         with size_hints(graph.hint_values()):
             backend = _GuardedBackend(autotune=opts.autotune, max_autotune=opts.max_autotune)
-            # under CUDA graphs the bounds flag is read after the replay, not inside the call
-            # (plain calls read it after the call: FirstCallGuard.check_err)
-            defer = opts.cudagraphs
+            # on a GPU the bounds flag is read after the call (FirstCallGuard) or the CUDA
+            # graph replay, without stalling the host; in the interpreter, after each kernel
+            defer = opts.cudagraphs or (device.type == "cuda" and not interpreting())
             wrapper = WrapperCodegen(graph, scheduler, backend, defer_index_checks=defer)
             try:
                 wrapper.source = wrapper.generate()
@@ -141,6 +144,7 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
         "fallback_calls": sum(graph.fallbacks.values()),
         "fallback_ops": dict(graph.fallbacks),
         "triton_fallbacks": failures,
+        "padded_matmuls": padded,
         "lowering_s": t1 - t0,
         "codegen_s": t2 - t1,
         "compile_s": build_s,
@@ -204,6 +208,7 @@ class FirstCallGuard:
         # the wrapper deferred its bounds checks (for CUDA graph capture): plain calls read
         # the flag here; a CUDA graph runner calls ``self.call`` and reads it after replay
         self.check_err = check_err
+        self.flag_watch = None
 
     @property
     def err_flag(self):
@@ -226,8 +231,12 @@ class FirstCallGuard:
         return self._checked(out)
 
     def _checked(self, out):
-        if self.check_err and self.call.err_flag.item():
-            raise IndexError("index out of range in a gather/embedding")
+        if self.check_err:
+            if self.flag_watch is None:
+                self.flag_watch = FlagWatch(self.call.err_flag)
+                self.flag_watch.check_now()  # the first call reads it at once
+            else:
+                self.flag_watch.check()
         return out
 
 

@@ -1,0 +1,120 @@
+"""Where the time of one step goes, per backend: host time, GPU kernel time, launches.
+
+For a model of the GPU suite (benchmarks/gpu_models_zoo.py) this runs eager, torch.compile
+and danlu.compile (bf16 autocast, inference or training step), then profiles a few steps of
+each with torch.profiler and prints, per backend: the wall time per step, the summed CUDA
+kernel time per step, the number of kernel launches per step, and the kernels that take the
+most time. A step whose wall time is far above its kernel time is launch-bound (host work).
+
+    python benchmarks/gpu_profile.py --model gpt2 --mode infer --out /tmp/profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from gpu_models_zoo import MODELS  # noqa: E402
+
+
+def step_fn(fn, inputs, train, params):
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            if train:
+                for p in params:
+                    p.grad = None
+                fn(*inputs).backward()
+            else:
+                with torch.no_grad():
+                    fn(*inputs)
+
+    return step
+
+
+def profile(step, iters):
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as prof
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(iters):
+        step()
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t) / iters * 1e3
+    with prof(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+        for _ in range(iters):
+            step()
+        torch.cuda.synchronize()
+    kernels = {}
+    for e in p.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0:
+            k = kernels.setdefault(e.name, [0, 0.0])
+            k[0] += 1
+            k[1] += e.device_time / 1e3
+    gpu = sum(v[1] for v in kernels.values()) / iters
+    launches = sum(v[0] for v in kernels.values()) / iters
+    top = sorted(kernels.items(), key=lambda kv: -kv[1][1])[:15]
+    return {
+        "wall_ms": round(wall, 3),
+        "kernel_ms": round(gpu, 3),
+        "launches": launches,
+        "top": [(n[:90], c / iters, round(ms / iters, 3)) for n, (c, ms) in top],
+    }
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", default="gpt2")
+    p.add_argument("--mode", default="infer", choices=["infer", "train"])
+    p.add_argument("--backends", default="eager,torch,danlu")
+    p.add_argument("--danlu-mode", default=None)
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--out", default="/tmp/danlu-profile")
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    import danlu
+
+    train = args.mode == "train"
+    module, make_inputs, info = MODELS[args.model].build(False)
+    module = module.cuda().train(train)
+    inputs = tuple(x.cuda() for x in make_inputs(torch.Generator().manual_seed(0)))
+    params = [q for q in module.parameters() if q.requires_grad]
+    results = {}
+    for b in args.backends.split(","):
+        if b == "eager":
+            fn = module
+        elif b == "torch":
+            fn = torch.compile(module)
+        else:
+            fn = danlu.compile(module, mode=args.danlu_mode)
+        step = step_fn(fn, inputs, train, params)
+        t = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        first = time.perf_counter() - t
+        r = profile(step, args.iters)
+        r["first_call_s"] = round(first, 1)
+        results[b] = r
+        print(
+            f"== {args.model} {args.mode} {b}: wall {r['wall_ms']} ms, kernels "
+            f"{r['kernel_ms']} ms, {r['launches']:.0f} launches, first call {first:.1f} s",
+            flush=True,
+        )
+        for name, count, ms in r["top"]:
+            print(f"   {ms:8.3f} ms  x{count:<5.0f} {name}", flush=True)
+        torch._dynamo.reset()
+    with open(os.path.join(args.out, f"profile_{args.model}_{args.mode}.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""Rewrites of the ATen graph before lowering (each pass keeps the graph's results)."""
+
+from danlu_inductor.passes.pad_matmul import pad_matmuls
+
+__all__ = ["pad_matmuls"]
