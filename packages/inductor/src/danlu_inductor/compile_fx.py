@@ -206,6 +206,14 @@ def _prepare(gm, example_inputs, prefix):
         # DynamicShapeUnsupported included: the graph (symbolic or not) runs as it is
         log.warning("danlu_inductor: cannot compile this graph (%s); running it eagerly", e)
         return EagerGraph(gm, str(e))
+    except (TypeError, NotImplementedError) as e:
+        if "shape_env" not in gm.meta:
+            raise
+        # a symbolic size where code expects a number (a sympy comparison that cannot be
+        # decided, an index function the printers lack): run the graph as it is
+        reason = f"symbolic sizes: {type(e).__name__}: {e}"
+        log.warning("danlu_inductor: cannot compile this graph (%s); running it eagerly", reason)
+        return EagerGraph(gm, reason)
     t2 = time.perf_counter()
     return graph, scheduler, wrapper, (t1 - t0, t2 - t1)
 

@@ -8,12 +8,14 @@ all are non-negative, so integer division and modulo print as plain C ``/`` and 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Sequence
 
 import sympy
 
 Expr = sympy.Expr
+_SIZE_NAME = re.compile(r"s\d+")
 
 
 class NotLowered(Exception):
@@ -198,19 +200,36 @@ def same_sizes(a: Sequence, b: Sequence) -> bool:
     return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
 
 
+def is_size_symbol(s) -> bool:
+    """A symbol of a symbolic size (the ShapeEnv's ``s0, s1, ...``), not a loop index."""
+    return bool(_SIZE_NAME.fullmatch(s.name))
+
+
+def _size_polynomial(e) -> bool:
+    """An integer, or an integer polynomial in size symbols (a symbolic stride/offset)."""
+    if e.is_Integer:
+        return True
+    if not e.free_symbols or not all(is_size_symbol(s) for s in e.free_symbols):
+        return False
+    return e.is_polynomial(*e.free_symbols) and all(
+        c.is_Integer for c in sympy.Poly(e, *e.free_symbols).coeffs()
+    )
+
+
 def affine_coefficients(expr: Expr, variables: Sequence[sympy.Symbol]):
     """``(coeffs, constant)`` if ``expr`` is affine in ``variables`` with integer coefficients
-    and a constant free of them; None otherwise."""
+    and a constant free of them (integers, or integer polynomials of symbolic sizes); None
+    otherwise."""
     expr = sympy.expand(expr)
     coeffs = []
     for v in variables:
         c = expr.coeff(v, 1)
-        if c.free_symbols & set(variables) or not c.is_Integer:
+        if c.free_symbols & set(variables) or not _size_polynomial(c):
             return None
         coeffs.append(c)
     const = expr - sum((c * v for c, v in zip(coeffs, variables)), sympy.Integer(0))
     const = sympy.expand(const)
-    if const.free_symbols & set(variables) or not const.is_Integer:
+    if const.free_symbols & set(variables) or not _size_polynomial(const):
         return None
     return coeffs, const
 

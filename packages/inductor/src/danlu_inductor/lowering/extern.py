@@ -16,6 +16,8 @@ from danlu_inductor.ir.nodes import (
     MultiOutput,
     ReinterpretView,
     StorageBox,
+    View,
+    as_strided_view,
     current_graph,
     realize_input,
 )
@@ -64,6 +66,26 @@ def _mutated_args(op, args, kwargs):
     return out
 
 
+def _check_written_views(op, args, kwargs):
+    """An argument the op writes in place must reach it as the buffer itself or a strided
+    view of it: a copy would take the write and the result would be lost."""
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is None or not arg.alias_info.is_write:
+            continue
+        value = args[i] if i < len(args) else kwargs.get(arg.name)
+        for leaf in pytree.tree_leaves(value):
+            if not isinstance(leaf, View) or isinstance(leaf, ReinterpretView):
+                continue
+            box = leaf.storage_box()
+            if isinstance(box, StorageBox) and not box.is_realized():
+                box.realize()
+            if as_strided_view(leaf) is None:
+                raise NotLowered(f"{op} writes into a view that is not strided: {arg.name}")
+
+
 def make_extern(op, args, kwargs, kind: str, meta_val=None):
     """Realize the tensor arguments, call ``op`` at run time, describe its outputs."""
     graph = current_graph()
@@ -73,6 +95,7 @@ def make_extern(op, args, kwargs, kind: str, meta_val=None):
             return realize_input(a)
         return a
 
+    _check_written_views(op, args, kwargs)
     rargs = pytree.tree_map(realize, list(args))
     rkwargs = pytree.tree_map(realize, dict(kwargs))
     node = graph.current_node

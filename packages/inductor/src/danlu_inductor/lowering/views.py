@@ -181,7 +181,7 @@ def select(x, dim, index):
     new = size[:dim] + size[dim + 1 :]
 
     def reindex(idx):
-        return list(idx[:dim]) + [sympy.Integer(index)] + list(idx[dim:])
+        return list(idx[:dim]) + [as_expr(index)] + list(idx[dim:])
 
     return view_of(x, new, reindex)
 
