@@ -75,10 +75,9 @@ class GraphLowering:
             e = sym_expr(v)
         except TypeError as err:
             raise DynamicShapeUnsupported(str(err)) from err
-        if self.shape_env is not None:
-            e = self.shape_env.simplify(sympy.sympify(e))
         if self.shape_env is None:
             raise DynamicShapeUnsupported(f"symbolic size {e} in a graph without a shape_env")
+        e = self.shape_env.simplify(sympy.sympify(e))
         # the index printers divide with C semantics (truncation): fine for operands that
         # are never negative, which the trace's value ranges must prove
         for f in e.atoms(PtFloorDiv, sympy.Mod):
@@ -213,7 +212,7 @@ class GraphLowering:
             if not isinstance(val, (torch.SymInt, int)):
                 raise DynamicShapeUnsupported(f"{node.name}: non-integer symbolic value {val}")
             return self.size_value(val)
-        if target in _SIZE_OPS:
+        if target in _SIZE_OPS and val is not None:
             return self.size_value(val)
         lowering = LOWERINGS.get(target)
         if node.name in self.force_fallback and isinstance(target, torch._ops.OpOverload):
