@@ -227,3 +227,20 @@ def test_cudagraphs_option_skips_symbolic_graphs():
     assert c.report["cudagraphs"].startswith("skipped: symbolic sizes"), c.report
     y = torch.randn(6, 5)
     torch.testing.assert_close(c(y), fn(y))
+
+
+def test_floor_division_sizes_are_computed_by_the_wrapper():
+    """Pooling output sizes floor-divide expressions the ranges cannot prove non-negative:
+    the wrapper computes them (Python semantics) and the kernels receive them as sizes."""
+
+    def fn(x):
+        p = torch.nn.functional.max_pool2d(x, 4, 2)
+        return p.sum(-1) * 2, torch.nn.functional.max_pool2d(x, 3, 2, ceil_mode=True) + 1
+
+    c = _check(
+        fn,
+        lambda a, b, h, w: (torch.randn(a, b, h, w),),
+        [(2, 3, 10, 13), (3, 2, 6, 7), (2, 5, 17, 8), (4, 3, 9, 6), (2, 2, 9, 30)],
+        max_fallbacks=2,
+    )
+    assert "# floor division, in Python" in c.wrapper_source

@@ -47,5 +47,4 @@ def test_symbolic_opinfo_compiles_symbolically(compiled_cases):
     )
     print(f"\n{len(dynamic)} of {len(compiled_cases)} graphs compiled symbolically; eager: {eager}")
     assert len(dynamic) > 1000
-    # what cannot be compiled symbolically says why (never an unexplained eager run)
-    assert sum(eager.values()) < 40 and all(eager), eager
+    assert not eager, eager  # every sample graph with a symbolic dim compiles symbolically

@@ -51,6 +51,12 @@ class GraphLowering:
         self.shape_env = gm.meta.get("shape_env")
         self.size_sources: dict[sympy.Symbol, str] = {}
         self.sym_outputs: list[int] = []  # output positions that are sizes (returned as int)
+        # floor divisions / moduli of sizes whose operands the value ranges do not prove
+        # non-negative: computed by the wrapper (Python semantics) and passed to the kernels
+        # as sizes of their own (the kernels' index math truncates like C)
+        self.derived_sizes: dict[sympy.Symbol, sympy.Expr] = {}
+        self._derived_of: dict[sympy.Expr, sympy.Symbol] = {}
+        self._hint_values = dict(self.shape_env.var_to_val) if self.shape_env else None
 
     # ---------------------------------------------------------------- symbolic sizes
     @property
@@ -58,8 +64,7 @@ class GraphLowering:
         return self.shape_env is not None and bool(self.size_sources)
 
     def hint_values(self) -> dict | None:
-        env = self.shape_env
-        return dict(env.var_to_val) if env is not None else None
+        return self._hint_values  # one dict: derived sizes add their hints to it
 
     def to_expr(self, v):
         """A size of the trace (int or ``torch.SymInt``) as an index expression (the ShapeEnv's
@@ -75,17 +80,36 @@ class GraphLowering:
             e = sym_expr(v)
         except TypeError as err:
             raise DynamicShapeUnsupported(str(err)) from err
-        if self.shape_env is not None:
-            e = self.shape_env.simplify(sympy.sympify(e))
         if self.shape_env is None:
             raise DynamicShapeUnsupported(f"symbolic size {e} in a graph without a shape_env")
+        e = self.shape_env.simplify(sympy.sympify(e))
         # the index printers divide with C semantics (truncation): fine for operands that
         # are never negative, which the trace's value ranges must prove
+        derived = {}
         for f in e.atoms(PtFloorDiv, sympy.Mod):
             a, b = f.args
             if self.shape_env.static_value(sympy.And(a >= 0, b > 0)) is not True:
-                raise DynamicShapeUnsupported(f"size {e}: {f} may have a negative operand")
+                derived[f] = self._derived(f)
+        if derived:
+            e = e.xreplace(derived)
         return e.replace(PtFloorDiv, FloorDiv).replace(sympy.Mod, IMod)
+
+    def _derived(self, f):
+        """A size symbol standing for ``f`` (Python floor semantics, evaluated by the wrapper);
+        named like the ShapeEnv's symbols (``s<k>``, from a range of its own) so that every
+        printer treats it as a size argument."""
+        from danlu_primtorch.symbolic import FloorDiv as PtFloorDiv
+
+        sym = self._derived_of.get(f)
+        if sym is None:
+            sym = sympy.Symbol(f"s{900000 + len(self._derived_of)}", integer=True)
+            # printed by the wrapper in Python, where // and % floor: exact for any sign
+            source = f.replace(PtFloorDiv, FloorDiv).replace(sympy.Mod, IMod)
+            self._derived_of[f] = sym
+            self.derived_sizes[sym] = source
+            self.size_sources[sym] = "<derived>"
+            self._hint_values[sym] = int(self.shape_env.hint_of(f))
+        return sym
 
     def to_exprs(self, vs):
         return [self.to_expr(v) for v in vs]
@@ -213,7 +237,7 @@ class GraphLowering:
             if not isinstance(val, (torch.SymInt, int)):
                 raise DynamicShapeUnsupported(f"{node.name}: non-integer symbolic value {val}")
             return self.size_value(val)
-        if target in _SIZE_OPS:
+        if target in _SIZE_OPS and val is not None:
             return self.size_value(val)
         lowering = LOWERINGS.get(target)
         if node.name in self.force_fallback and isinstance(target, torch._ops.OpOverload):

@@ -158,8 +158,12 @@ class WrapperCodegen:
         clash = {s.name for s in graph.size_sources} & (set(graph.name_to_buffer) | set(inputs))
         if clash:  # the wrapper binds each symbol to a local variable of its name
             raise DynamicShapeUnsupported(f"size symbols named like graph values: {clash}")
+        derived = graph.derived_sizes
         for symbol, source in sorted(graph.size_sources.items(), key=lambda kv: kv[0].name):
-            body.append(f"{symbol.name} = {source}")
+            if symbol not in derived:
+                body.append(f"{symbol.name} = {source}")
+        for symbol, expr in derived.items():  # after the symbols they are computed from
+            body.append(f"{symbol.name} = {self._sym(expr)}  # floor division, in Python")
         for name in inputs:
             if name not in graph.graph_inputs:
                 continue  # a size (int) input: read by the bindings above
@@ -205,8 +209,10 @@ class WrapperCodegen:
                         body.append("_err.zero_()")
                     ptrs.append(f"_err{suffix}")
                 size_args = list(getattr(kernel, "size_args", ()))
+                bound = {s.name for s in self.graph.size_sources}
                 for a in size_args:
-                    self._sym(sympy.Symbol(a, integer=True, positive=True))
+                    if a not in bound:
+                        raise DynamicShapeUnsupported(f"{kernel_name}: size {a} is not bound")
                 ptrs += size_args
                 self.kernel_nsizes[kernel_name] = len(size_args)
                 body.append(f"{kernel_name}({', '.join(ptrs)})")

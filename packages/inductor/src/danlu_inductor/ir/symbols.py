@@ -187,6 +187,15 @@ def hint(e) -> int:
     return int(v)
 
 
+def hint_of_name(name: str) -> int:
+    """The hint of the size symbol called ``name`` (kernels list their size arguments by
+    name)."""
+    for s, v in (_hints.values or {}).items():
+        if s.name == name:
+            return int(v)
+    raise DynamicShapeUnsupported(f"no size hint for {name}")
+
+
 def hints(es: Sequence) -> list[int]:
     return [hint(e) for e in es]
 

@@ -29,7 +29,15 @@ from danlu_inductor.codegen.triton.printer import (
     tl_compute,
 )
 from danlu_inductor.ir.ops import V
-from danlu_inductor.ir.symbols import Clamp, FloorDiv, IMod, as_exprs, hint, is_static
+from danlu_inductor.ir.symbols import (
+    Clamp,
+    FloorDiv,
+    IMod,
+    as_exprs,
+    hint,
+    hint_of_name,
+    is_static,
+)
 
 PERSISTENT_MAX_RNUMEL = 1024
 TILE_MIN = 16  # both sides of a 2-D pointwise tile span at least this many elements
@@ -669,9 +677,7 @@ class TritonKernel:
             # symbolic kernels: the size arguments (after the pointers) and the launch sizes
             # as Python expressions of them
             "size_args": list(self.size_args),
-            "size_hints": [
-                hint(sympy.Symbol(n, integer=True, positive=True)) for n in self.size_args
-            ],
+            "size_hints": [hint_of_name(n) for n in self.size_args],
             "numel_exprs": [pexpr(self.xnumel), pexpr(self.rnumel)] if self.symbolic else None,
         }
         tail = [f"{self.kernel_name}.danlu_meta = {meta!r}", ""]
