@@ -43,7 +43,7 @@ def _strided_copy(t: torch.Tensor) -> torch.Tensor:
     return t.transpose(0, 1).contiguous().transpose(0, 1)
 
 
-def build_cases(limit_ops=None):
+def build_cases(limit_ops=None, dynamic=False):
     from torch.testing._internal.common_methods_invocations import op_db
 
     from danlu_inductor.decompositions import decomposition_table
@@ -67,7 +67,7 @@ def build_cases(limit_ops=None):
             for k, sample in enumerate(samples[:SAMPLES_PER_DTYPE]):
                 layouts = ["contiguous"] + (["strided"] if k == 0 else [])
                 for layout in layouts:
-                    case = _make_case(info, dtype, k, layout, sample, table, trace)
+                    case = _make_case(info, dtype, k, layout, sample, table, trace, dynamic)
                     if isinstance(case, dict):
                         cases.append(case)
                     else:
@@ -75,7 +75,7 @@ def build_cases(limit_ops=None):
     return cases, skipped
 
 
-def _make_case(info, dtype, k, layout, sample, table, trace):
+def _make_case(info, dtype, k, layout, sample, table, trace, dynamic=False):
     name = info.name + (f".{info.variant_test_name}" if info.variant_test_name else "")
     leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
     tensor_pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
@@ -98,7 +98,10 @@ def _make_case(info, dtype, k, layout, sample, table, trace):
     except Exception as e:
         return (name, dtype, f"eager fails: {e}")
     try:
-        gm = trace(fn, *tensors, decompositions=table)
+        if dynamic:
+            gm = trace(fn, *tensors, decompositions=table, dynamic=True)
+        else:
+            gm = trace(fn, *tensors, decompositions=table)
     except Exception as e:
         return (name, dtype, f"trace fails: {type(e).__name__}: {e}")
     return {

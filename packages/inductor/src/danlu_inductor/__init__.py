@@ -4,11 +4,14 @@ __version__ = "0.2.0.dev0"
 
 from danlu_inductor.compile_fx import CompiledGraph, compile_fx, compile_fx_batch  # noqa: E402
 from danlu_inductor.inference import inference_backend  # noqa: E402
+from danlu_inductor.ir.symbols import DynamicShapeUnsupported, NotLowered  # noqa: E402
 from danlu_inductor.options import OPTIONS, validate_options  # noqa: E402
 
 __all__ = [
     "OPTIONS",
     "CompiledGraph",
+    "DynamicShapeUnsupported",
+    "NotLowered",
     "compile_fx",
     "compile_fx_batch",
     "inference_backend",

@@ -14,6 +14,7 @@ from torch.utils import _pytree as pytree
 from danlu_inductor.codegen.cpp.backend import CppBackend
 from danlu_inductor.codegen.wrapper import WrapperCodegen
 from danlu_inductor.graph import GraphLowering
+from danlu_inductor.ir.symbols import size_hints
 from danlu_inductor.lowering import NotLowered
 from danlu_inductor.options import validate_options
 from danlu_inductor.scheduler import Scheduler
@@ -140,15 +141,16 @@ def compile_fx_batch(items):
     for i, (gm, example_inputs) in enumerate(items):
         prefix = f"g{i}_" if len(items) > 1 else ""
         prepared.append(_prepare(gm, example_inputs, prefix))
-    names, sources, nargs = [], [], {}
+    names, sources, nargs, nsizes = [], [], {}, {}
     for p in prepared:
         if isinstance(p, tuple):
             w = p[2]
             names += w.kernel_names
             sources += w.kernel_sources
             nargs.update(w.kernel_nargs)
+            nsizes.update(w.kernel_nsizes)
     t0 = time.perf_counter()
-    fns, so_path, kernel_source = CppBackend().build(names, sources, nargs)
+    fns, so_path, kernel_source = CppBackend().build(names, sources, nargs, nsizes)
     build_s = time.perf_counter() - t0
     out = []
     for p, (gm, _) in zip(prepared, items):
@@ -171,6 +173,7 @@ def compile_fx_batch(items):
             "library": str(so_path) if so_path else None,
             "memory": list(wrapper.memory_log),
             "backend": "cpp",
+            "dynamic": graph.is_dynamic,
         }
         if graph.fallbacks:
             log.info("danlu_inductor: fallback kernels: %s", dict(graph.fallbacks))
@@ -194,13 +197,23 @@ def _prepare(gm, example_inputs, prefix):
         return EagerGraph(gm, where)
     try:
         graph = GraphLowering(gm, example_inputs).run()
+        t1 = time.perf_counter()
+        with size_hints(graph.hint_values()):
+            scheduler = Scheduler(graph)
+            wrapper = WrapperCodegen(graph, scheduler, CppBackend(), kernel_prefix=prefix)
+            wrapper.source = wrapper.generate()
     except NotLowered as e:
+        # DynamicShapeUnsupported included: the graph (symbolic or not) runs as it is
         log.warning("danlu_inductor: cannot compile this graph (%s); running it eagerly", e)
         return EagerGraph(gm, str(e))
-    t1 = time.perf_counter()
-    scheduler = Scheduler(graph)
-    wrapper = WrapperCodegen(graph, scheduler, CppBackend(), kernel_prefix=prefix)
-    wrapper.source = wrapper.generate()
+    except (TypeError, NotImplementedError) as e:
+        if "shape_env" not in gm.meta:
+            raise
+        # a symbolic size where code expects a number (a sympy comparison that cannot be
+        # decided, an index function the printers lack): run the graph as it is
+        reason = f"symbolic sizes: {type(e).__name__}: {e}"
+        log.warning("danlu_inductor: cannot compile this graph (%s); running it eagerly", reason)
+        return EagerGraph(gm, reason)
     t2 = time.perf_counter()
     return graph, scheduler, wrapper, (t1 - t0, t2 - t1)
 

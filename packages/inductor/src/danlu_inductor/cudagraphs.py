@@ -61,6 +61,8 @@ def unsafe_reason(compiled, gm, example_inputs):
     indices of the inputs it mutates in place."""
     if not hasattr(compiled, "_call"):
         return f"the graph runs eagerly ({compiled.report.get('fallback_reason')})", ()
+    if compiled.report.get("dynamic"):
+        return "symbolic sizes (a captured graph replays one size)", ()
     for i, x in enumerate(example_inputs):
         if not isinstance(x, torch.Tensor):
             return f"input {i} is a {type(x).__name__}, not a tensor (dynamic shapes)", ()

@@ -6,12 +6,20 @@ import logging
 import operator
 from collections import Counter
 
+import sympy
 import torch
 from torch.utils import _pytree as pytree
 
 from danlu_inductor.ir import nodes as ir
 from danlu_inductor.ir.layout import FixedLayout, strides_for_order
-from danlu_inductor.ir.symbols import as_exprs, to_int
+from danlu_inductor.ir.symbols import (
+    DynamicShapeUnsupported,
+    FloorDiv,
+    IMod,
+    as_exprs,
+    hint,
+    size_hints,
+)
 from danlu_inductor.lowering import LOWERINGS, NotLowered
 from danlu_inductor.lowering.extern import make_extern
 from danlu_inductor.lowering.registry import is_node
@@ -38,6 +46,82 @@ class GraphLowering:
         self.lowered: Counter = Counter()
         self.current_node: torch.fx.Node | None = None
         self._counter = 0
+        # dynamic shapes: the trace's ShapeEnv; symbol -> where the wrapper reads it at run
+        # time ("primals_0.size(1)", or the name of an int input)
+        self.shape_env = gm.meta.get("shape_env")
+        self.size_sources: dict[sympy.Symbol, str] = {}
+        self.sym_outputs: list[int] = []  # output positions that are sizes (returned as int)
+        # floor divisions / moduli of sizes whose operands the value ranges do not prove
+        # non-negative: computed by the wrapper (Python semantics) and passed to the kernels
+        # as sizes of their own (the kernels' index math truncates like C)
+        self.derived_sizes: dict[sympy.Symbol, sympy.Expr] = {}
+        self._derived_of: dict[sympy.Expr, sympy.Symbol] = {}
+        self._hint_values = dict(self.shape_env.var_to_val) if self.shape_env else None
+
+    # ---------------------------------------------------------------- symbolic sizes
+    @property
+    def is_dynamic(self) -> bool:
+        return self.shape_env is not None and bool(self.size_sources)
+
+    def hint_values(self) -> dict | None:
+        return self._hint_values  # one dict: derived sizes add their hints to it
+
+    def to_expr(self, v):
+        """A size of the trace (int or ``torch.SymInt``) as an index expression (the ShapeEnv's
+        known equalities applied, its floor division and modulo as index functions)."""
+        if isinstance(v, (int, sympy.Basic)) and not isinstance(v, bool):
+            return sympy.sympify(v)
+        if not isinstance(v, torch.SymInt):
+            raise DynamicShapeUnsupported(f"size value {v!r}")
+        from danlu_primtorch.symbolic import FloorDiv as PtFloorDiv
+        from danlu_primtorch.symbolic import sym_expr
+
+        try:
+            e = sym_expr(v)
+        except TypeError as err:
+            raise DynamicShapeUnsupported(str(err)) from err
+        if self.shape_env is None:
+            raise DynamicShapeUnsupported(f"symbolic size {e} in a graph without a shape_env")
+        e = self.shape_env.simplify(sympy.sympify(e))
+        # the index printers divide with C semantics (truncation): fine for operands that
+        # are never negative, which the trace's value ranges must prove
+        derived = {}
+        for f in e.atoms(PtFloorDiv, sympy.Mod):
+            a, b = f.args
+            if self.shape_env.static_value(sympy.And(a >= 0, b > 0)) is not True:
+                derived[f] = self._derived(f)
+        if derived:
+            e = e.xreplace(derived)
+        return e.replace(PtFloorDiv, FloorDiv).replace(sympy.Mod, IMod)
+
+    def _derived(self, f):
+        """A size symbol standing for ``f`` (Python floor semantics, evaluated by the wrapper);
+        named like the ShapeEnv's symbols (``s<k>``, from a range of its own) so that every
+        printer treats it as a size argument."""
+        from danlu_primtorch.symbolic import FloorDiv as PtFloorDiv
+
+        sym = self._derived_of.get(f)
+        if sym is None:
+            sym = sympy.Symbol(f"s{900000 + len(self._derived_of)}", integer=True)
+            # printed by the wrapper in Python, where // and % floor: exact for any sign
+            source = f.replace(PtFloorDiv, FloorDiv).replace(sympy.Mod, IMod)
+            self._derived_of[f] = sym
+            self.derived_sizes[sym] = source
+            self.size_sources[sym] = "<derived>"
+            self._hint_values[sym] = int(self.shape_env.hint_of(f))
+        return sym
+
+    def to_exprs(self, vs):
+        return [self.to_expr(v) for v in vs]
+
+    def size_value(self, v):
+        """A size argument for lowerings: a Python int when static, else its expression."""
+        e = self.to_expr(v)
+        return int(e) if e.is_Integer else e
+
+    def _bind(self, expr, source):
+        if isinstance(expr, sympy.Symbol) and expr not in self.size_sources:
+            self.size_sources[expr] = source
 
     # ---------------------------------------------------------------- buffer registry
     def register_buffer(self, buf: ir.Buffer) -> str:
@@ -56,6 +140,10 @@ class GraphLowering:
 
     # ---------------------------------------------------------------------- running
     def run(self):
+        with size_hints(self.hint_values()):
+            return self._run()
+
+    def _run(self):
         prev = ir._current.graph
         ir._current.graph = self
         try:
@@ -97,14 +185,27 @@ class GraphLowering:
                 box.data.origins = getattr(box.data, "origins", set()) | {name}
 
     def _placeholder(self, node, example):
+        val = node.meta.get("val")
+        if self.shape_env is not None and isinstance(val, torch.Tensor | torch.SymInt):
+            example = val  # symbolic trace: its placeholders carry the symbolic sizes
+        if isinstance(example, (torch.SymInt, int)) and not isinstance(example, bool):
+            # a size saved across the forward/backward split: an int at run time
+            if self.shape_env is None:
+                raise NotLowered(f"non-tensor graph input {node.name}: {type(example).__name__}")
+            self.graph_input_names.append(node.name)
+            e = self.to_expr(example)
+            self._bind(e, node.name)
+            return int(e) if e.is_Integer else e
         if not isinstance(example, torch.Tensor):
             raise NotLowered(f"non-tensor graph input {node.name}: {type(example).__name__}")
-        layout = FixedLayout(
-            example.dtype,
-            as_exprs(example.shape),
-            as_exprs(example.stride()),
-            0,
-        )
+        size, stride = self.to_exprs(example.shape), self.to_exprs(example.stride())
+        for d, e in enumerate(size):
+            self._bind(e, f"{node.name}.size({d})")
+        for d, e in enumerate(stride):
+            self._bind(e, f"{node.name}.stride({d})")
+        if not isinstance(example.storage_offset(), int):
+            raise DynamicShapeUnsupported(f"symbolic storage offset of input {node.name}")
+        layout = FixedLayout(example.dtype, size, stride, 0)
         buf = ir.InputBuffer(node.name, layout)
         self.graph_inputs[node.name] = buf
         self.graph_input_names.append(node.name)
@@ -126,6 +227,18 @@ class GraphLowering:
         target = node.target
         if target is operator.getitem:
             return args[0][args[1]]
+        val = node.meta.get("val")
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) or (
+            self.shape_env is not None
+            and isinstance(val, int)
+            and not isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket)
+        ):
+            # size arithmetic (sym_size, operator.mul, ...): its value is in the trace
+            if not isinstance(val, (torch.SymInt, int)):
+                raise DynamicShapeUnsupported(f"{node.name}: non-integer symbolic value {val}")
+            return self.size_value(val)
+        if target in _SIZE_OPS and val is not None:
+            return self.size_value(val)
         lowering = LOWERINGS.get(target)
         if node.name in self.force_fallback and isinstance(target, torch._ops.OpOverload):
             lowering = None
@@ -138,11 +251,18 @@ class GraphLowering:
                 return out
             except NotLowered as e:
                 log.debug("%s: fallback (%s)", target, e)
+            except TypeError as e:
+                # a symbolic size compared with a number it cannot be decided against
+                if self.shape_env is None:
+                    raise
+                log.debug("%s: fallback for symbolic sizes (%s)", target, e)
         if not isinstance(target, torch._ops.OpOverload):
             raise NotLowered(f"{node.name}: target {target} is not an ATen op")
         self.fallbacks[str(target)] += 1
         meta = node.meta.get("val")
         meta = meta if _is_tensor_tree(meta) else None
+        if self.shape_env is not None and meta is not None:
+            return make_extern(target, args, kwargs, "fallback", meta_val=meta)
         return make_extern(target, args, kwargs, "fallback", meta_val=_as_meta(meta))
 
     def _outputs(self, node, env):
@@ -157,18 +277,20 @@ class GraphLowering:
         if len(flat_meta) != len(flat):
             flat_meta = [None] * len(flat)
         result = []
-        for value, meta in zip(flat, flat_meta):
+        for i, (value, meta) in enumerate(zip(flat, flat_meta)):
             if not is_node(value):
+                if isinstance(value, sympy.Basic):
+                    self.sym_outputs.append(i)
                 result.append(value)
                 continue
             stride = None
             if isinstance(meta, torch.Tensor) and _dense(meta):
-                stride = as_exprs(meta.stride())
+                stride = self.to_exprs(meta.stride())
             elif value.get_size():
                 stride = None
             if isinstance(value, ir.StorageBox) and isinstance(value.data, ir.Loops):
                 if stride is not None:
-                    stride = strides_for_order(value.get_size(), [to_int(s) for s in stride])
+                    stride = strides_for_order(value.get_size(), [hint(s) for s in stride])
                 result.append(value.realize(stride))
             else:
                 out = ir.realize_input(value, stride)
@@ -186,6 +308,14 @@ def _other_strides(buf, stride) -> bool:
     if layout is None:
         return False
     return any(s != 1 and a != b for s, a, b in zip(layout.size, layout.stride, stride))
+
+
+_SIZE_OPS = (
+    torch.ops.aten.sym_size.int,
+    torch.ops.aten.sym_stride.int,
+    torch.ops.aten.sym_numel.default,
+    torch.ops.aten.sym_storage_offset.default,
+)
 
 
 def _is_tensor_tree(v):
@@ -212,6 +342,8 @@ def _as_meta(val):
 
 def _dense(t: torch.Tensor) -> bool:
     """Strides that a permutation of contiguous strides gives (no gaps, no overlap)."""
+    if any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride())):
+        return _dense_symbolic(t)
     if t.numel() <= 1:
         return False
     dims = sorted(range(t.dim()), key=lambda d: t.stride(d))
@@ -222,4 +354,22 @@ def _dense(t: torch.Tensor) -> bool:
         if t.stride(d) != expected:
             return False
         expected *= t.shape[d]
+    return True
+
+
+def _dense_symbolic(t: torch.Tensor) -> bool:
+    """``_dense`` on the expressions (no guard recorded): dims ordered by stride hints, each
+    stride must equal the product of the inner sizes for every size."""
+    g = ir.current_graph()
+    size, stride = g.to_exprs(t.shape), g.to_exprs(t.stride())
+    if all(s.is_Integer for s in size) and hint(sympy.Mul(*size)) <= 1:
+        return False
+    dims = sorted(range(len(size)), key=lambda d: hint(stride[d]))
+    expected = sympy.Integer(1)
+    for d in dims:
+        if size[d] == 1:
+            continue
+        if sympy.expand(stride[d] - expected) != 0:
+            return False
+        expected = expected * size[d]
     return True

@@ -13,8 +13,9 @@ import math
 import sympy
 import torch
 
+from danlu_inductor.codegen.pyexpr import pexpr, ptuple
 from danlu_inductor.ir import nodes as ir
-from danlu_inductor.ir.symbols import to_int
+from danlu_inductor.ir.symbols import DynamicShapeUnsupported, is_static, product
 
 SCRATCH_MAX_ELEMENTS = 16384
 
@@ -29,7 +30,8 @@ _CONTIGUOUS_EXTERNS = {
 
 
 def _ints(exprs):
-    return tuple(to_int(e) for e in exprs)
+    """Sizes or strides as Python source (expressions of the bound symbols when symbolic)."""
+    return ptuple(exprs)
 
 
 class WrapperCodegen:
@@ -57,6 +59,7 @@ class WrapperCodegen:
         self.kernel_sources: list[str] = []
         self.kernel_names: list[str] = []
         self.kernel_nargs: dict[str, int] = {}
+        self.kernel_nsizes: dict[str, int] = {}  # int64 size arguments after the pointers
         self.memory_log: list[str] = []
 
     # ------------------------------------------------------------------ helpers
@@ -65,13 +68,26 @@ class WrapperCodegen:
         self.consts[name] = value
         return name
 
+    def _sym(self, e) -> str:
+        """A symbolic size as Python source; its symbols must be bound from the inputs."""
+        missing = [s for s in e.free_symbols if s not in self.graph.size_sources]
+        if missing:
+            raise DynamicShapeUnsupported(
+                f"size symbols {sorted(map(str, missing))} cannot be read from the graph inputs"
+            )
+        return pexpr(e)
+
     def _arg(self, a) -> str:
         if isinstance(a, ir.ReinterpretView):
             lay = a.layout
+            for e in (*lay.size, *lay.stride, lay.offset):
+                self._sym(e)
             return (
                 f"torch.as_strided({a.buffer.get_name()}, {_ints(lay.size)}, "
-                f"{_ints(lay.stride)}, {to_int(lay.offset)})"
+                f"{_ints(lay.stride)}, {pexpr(lay.offset)})"
             )
+        if isinstance(a, sympy.Basic):
+            return self._sym(a) if not a.is_Integer else repr(int(a))
         if isinstance(a, ir.Buffer):
             return a.get_name()
         if isinstance(a, (list, tuple)):
@@ -120,10 +136,8 @@ class WrapperCodegen:
                 phase_of[u] != phase_of[n.name] for u in n.users
             ):
                 # read in a later loop of the same outer iteration: a per-thread scratch row
-                rn = 1
-                for s in grp.rsizes:
-                    rn *= to_int(s)
-                if rn > SCRATCH_MAX_ELEMENTS:
+                rn = product(grp.rsizes)
+                if not is_static(rn) or int(rn) > SCRATCH_MAX_ELEMENTS:
                     continue
             out.add(n.name)
         return out
@@ -141,7 +155,18 @@ class WrapperCodegen:
             f"{', '.join(inputs)}{',' if len(inputs) == 1 else ''} = args" if inputs else ""
         )
         body.append("args.clear()")
+        clash = {s.name for s in graph.size_sources} & (set(graph.name_to_buffer) | set(inputs))
+        if clash:  # the wrapper binds each symbol to a local variable of its name
+            raise DynamicShapeUnsupported(f"size symbols named like graph values: {clash}")
+        derived = graph.derived_sizes
+        for symbol, source in sorted(graph.size_sources.items(), key=lambda kv: kv[0].name):
+            if symbol not in derived:
+                body.append(f"{symbol.name} = {source}")
+        for symbol, expr in derived.items():  # after the symbols they are computed from
+            body.append(f"{symbol.name} = {self._sym(expr)}  # floor division, in Python")
         for name in inputs:
+            if name not in graph.graph_inputs:
+                continue  # a size (int) input: read by the bindings above
             lay = graph.graph_inputs[name].layout
             body.append(f"{name} = ensure_layout({name}, {_ints(lay.size)}, {_ints(lay.stride)})")
         for cname in graph.constants:
@@ -183,6 +208,13 @@ class WrapperCodegen:
                     if not self.defer_index_checks:
                         body.append("_err.zero_()")
                     ptrs.append(f"_err{suffix}")
+                size_args = list(getattr(kernel, "size_args", ()))
+                bound = {s.name for s in self.graph.size_sources}
+                for a in size_args:
+                    if a not in bound:
+                        raise DynamicShapeUnsupported(f"{kernel_name}: size {a} is not bound")
+                ptrs += size_args
+                self.kernel_nsizes[kernel_name] = len(size_args)
                 body.append(f"{kernel_name}({', '.join(ptrs)})")
                 if kernel.uses_err and not self.defer_index_checks:
                     body.append(f"if _err.item(): raise_index_error('{kernel_name}')")
@@ -207,7 +239,7 @@ class WrapperCodegen:
         outs = [
             self._arg(o) if not isinstance(o, (int, float, bool)) and o is not None else repr(o)
             for o in graph.graph_outputs
-        ]
+        ]  # symbolic sizes among them evaluate to Python ints
         body.append(f"return [{', '.join(outs)}]")
         del alias_of
         return self._module(body)
@@ -222,7 +254,7 @@ class WrapperCodegen:
     @staticmethod
     def _key(buf):
         lay = buf.layout
-        return (lay.dtype, _ints(lay.size), _ints(lay.stride))
+        return (lay.dtype, tuple(lay.size), tuple(lay.stride))
 
     def _future_key(self, buf, i, future_keys):
         key = self._key(buf)
@@ -263,6 +295,8 @@ class WrapperCodegen:
             self.memory_log.append(f"{buf.name} reuses {old}")
             return
         lay = buf.layout
+        for e in (*lay.size, *lay.stride):
+            self._sym(e)
         dev = ", device=device" if self.pass_tensors else ""
         body.append(
             f"{buf.name} = empty_strided({_ints(lay.size)}, {_ints(lay.stride)}, "
@@ -292,6 +326,8 @@ class WrapperCodegen:
         op = node.parent.op if isinstance(node, ir.MultiOutput) else node.op
         if lay is None or op in _CONTIGUOUS_EXTERNS:
             return
+        for e in (*lay.size, *lay.stride):
+            self._sym(e)
         body.append(
             f"{node.name} = extern_layout({node.name}, {_ints(lay.size)}, {_ints(lay.stride)})"
         )

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import sympy
 import torch
 
-from danlu_inductor.ir.symbols import as_expr, as_exprs, contiguous_strides, linear_index
+from danlu_inductor.ir.symbols import as_expr, as_exprs, contiguous_strides, hint, linear_index
 
 
 class Layout:
@@ -63,10 +63,11 @@ def strides_for_order(size: Sequence, like_stride: Sequence) -> list:
     """Dense strides whose dimension order follows ``like_stride`` (eager's output strides
     for pointwise ops on permuted inputs); ties keep the logical order."""
     n = len(size)
-    order = sorted(range(n), key=lambda d: (int(like_stride[d]), -d))  # innermost first
+    order = sorted(range(n), key=lambda d: (hint(like_stride[d]), -d))  # innermost first
     strides = [sympy.Integer(0)] * n
     acc = sympy.Integer(1)
     for d in order:
         strides[d] = acc
-        acc = acc * max(int(size[d]), 1)
+        s = as_expr(size[d])
+        acc = acc * (max(int(s), 1) if s.is_Integer else s)  # symbolic sizes are >= 2
     return strides

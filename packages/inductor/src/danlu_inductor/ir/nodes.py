@@ -373,9 +373,17 @@ def as_strided_view(node) -> ReinterpretView | Buffer | None:
     if got is None:
         return None
     coeffs, const = got
-    if any(c < 0 for c in coeffs) or const < 0:
+    if not all(_never_negative(c) for c in (*coeffs, const)):
         return None
     return ReinterpretView(box.data, FixedLayout(node.get_dtype(), size, coeffs, const))
+
+
+def _never_negative(e) -> bool:
+    """``e >= 0`` for every size (symbolic strides/offsets: decided by the trace's ranges)."""
+    if e.is_Integer:
+        return int(e) >= 0
+    env = getattr(_current.graph, "shape_env", None)
+    return env is not None and env.static_value(sympy.Ge(e, 0)) is True
 
 
 def realize_input(node, stride=None):

@@ -7,11 +7,24 @@ all are non-negative, so integer division and modulo print as plain C ``/`` and 
 
 from __future__ import annotations
 
+import contextlib
+import re
+import threading
 from collections.abc import Sequence
 
 import sympy
 
 Expr = sympy.Expr
+_SIZE_NAME = re.compile(r"s\d+")
+
+
+class NotLowered(Exception):
+    """This call cannot be lowered (yet); use a fallback kernel."""
+
+
+class DynamicShapeUnsupported(NotLowered):
+    """A symbolic size reached code that needs a number. Inside a lowering the op becomes a
+    fallback kernel; elsewhere the whole graph runs eagerly (``compile_fx`` says why)."""
 
 
 class FloorDiv(sympy.Function):
@@ -125,26 +138,107 @@ def linear_index(index: Sequence[Expr], strides: Sequence[Expr], offset: Expr = 
 
 
 def to_int(e) -> int:
-    """A static integer value; the first version of the compiler specializes on sizes."""
+    """A static integer value (raises ``DynamicShapeUnsupported`` for a symbolic one)."""
     e = as_expr(e)
     if not e.is_Integer:
-        raise NotImplementedError(f"symbolic size {e} is not supported yet")
+        raise DynamicShapeUnsupported(f"symbolic size {e} where a number is needed")
     return int(e)
+
+
+# ------------------------------------------------------------------- symbolic sizes
+# Sizes of graphs traced with dynamic shapes are expressions over the ShapeEnv's symbols
+# (``s0, s1, ...``, integer and >= 2). Decisions that only affect speed use the size hint
+# (the value at the first call); the generated code stays valid for every size.
+
+
+class _Hints(threading.local):
+    values: dict | None = None
+
+
+_hints = _Hints()
+
+
+@contextlib.contextmanager
+def size_hints(values: dict | None):
+    """Scope ``{symbol: example value}`` for ``hint`` (None: static graph)."""
+    prev = _hints.values
+    _hints.values = values
+    try:
+        yield
+    finally:
+        _hints.values = prev
+
+
+def is_static(e) -> bool:
+    return as_expr(e).is_Integer
+
+
+def hint(e) -> int:
+    """``e``'s value at the example sizes (``e`` itself when it is a number)."""
+    e = as_expr(e)
+    if e.is_Integer:
+        return int(e)
+    values = _hints.values or {}
+    v = e.xreplace({s: sympy.Integer(values[s]) for s in e.free_symbols if s in values})
+    if not v.is_Integer:
+        v = sympy.sympify(v).doit()
+    if not v.is_Integer:
+        raise DynamicShapeUnsupported(f"no size hint for {e}")
+    return int(v)
+
+
+def hint_of_name(name: str) -> int:
+    """The hint of the size symbol called ``name`` (kernels list their size arguments by
+    name)."""
+    for s, v in (_hints.values or {}).items():
+        if s.name == name:
+            return int(v)
+    raise DynamicShapeUnsupported(f"no size hint for {name}")
+
+
+def hints(es: Sequence) -> list[int]:
+    return [hint(e) for e in es]
+
+
+def same(a, b) -> bool:
+    """``a == b`` for every size (decided on the expressions, never on hints)."""
+    return sympy.expand(as_expr(a) - as_expr(b)) == 0
+
+
+def same_sizes(a: Sequence, b: Sequence) -> bool:
+    return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+
+
+def is_size_symbol(s) -> bool:
+    """A symbol of a symbolic size (the ShapeEnv's ``s0, s1, ...``), not a loop index."""
+    return bool(_SIZE_NAME.fullmatch(s.name))
+
+
+def _size_polynomial(e) -> bool:
+    """An integer, or an integer polynomial in size symbols (a symbolic stride/offset)."""
+    if e.is_Integer:
+        return True
+    if not e.free_symbols or not all(is_size_symbol(s) for s in e.free_symbols):
+        return False
+    return e.is_polynomial(*e.free_symbols) and all(
+        c.is_Integer for c in sympy.Poly(e, *e.free_symbols).coeffs()
+    )
 
 
 def affine_coefficients(expr: Expr, variables: Sequence[sympy.Symbol]):
     """``(coeffs, constant)`` if ``expr`` is affine in ``variables`` with integer coefficients
-    and a constant free of them; None otherwise."""
+    and a constant free of them (integers, or integer polynomials of symbolic sizes); None
+    otherwise."""
     expr = sympy.expand(expr)
     coeffs = []
     for v in variables:
         c = expr.coeff(v, 1)
-        if c.free_symbols & set(variables) or not c.is_Integer:
+        if c.free_symbols & set(variables) or not _size_polynomial(c):
             return None
         coeffs.append(c)
     const = expr - sum((c * v for c, v in zip(coeffs, variables)), sympy.Integer(0))
     const = sympy.expand(const)
-    if const.free_symbols & set(variables) or not const.is_Integer:
+    if const.free_symbols & set(variables) or not _size_polynomial(const):
         return None
     return coeffs, const
 

@@ -7,7 +7,7 @@ import torch
 
 from danlu_inductor.ir.nodes import Pointwise, StorageBox
 from danlu_inductor.ir.ops import ops
-from danlu_inductor.ir.symbols import Clamp, as_exprs, to_int
+from danlu_inductor.ir.symbols import Clamp, FloorDiv, as_expr, as_exprs, is_static
 from danlu_inductor.lowering.registry import (
     NotLowered,
     aten,
@@ -90,17 +90,24 @@ def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
         start, end, step = args[0], args[1], 1
     else:
         start, end, step = args
+    symbolic = any(isinstance(v, sympy.Basic) for v in (start, end, step))
     if dtype is None:
-        dtype = result_type(start, end, step)
+        dtype = torch.int64 if symbolic else result_type(start, end, step)
     if any(isinstance(v, float) for v in (start, end, step)) or dtype.is_floating_point:
         raise NotLowered("floating arange (length rounding rules)")
-    n = max(0, -(-(end - start) // step))
+    if symbolic:
+        if not (isinstance(step, int) and step > 0):
+            raise NotLowered("arange with a symbolic or negative step")
+        n = as_expr(end) - as_expr(start)  # the trace guarded end > start
+        n = n if step == 1 else FloorDiv(n + step - 1, step)
+    else:
+        n = max(0, -(-(end - start) // step))
 
     def inner(index):
         return ops.index_expr(index[0] * step + start, dtype)
 
     check_dtype(dtype)
-    return StorageBox(Pointwise(dtype, [sympy.Integer(n)], inner))
+    return StorageBox(Pointwise(dtype, [as_expr(n)], inner))
 
 
 @register(aten.cat.default)
@@ -118,13 +125,13 @@ def cat(tensors, dim=0):
     ndim = len(tensors[0].get_size())
     dim = normalize_dim(dim, ndim)
     size = list(tensors[0].get_size())
-    offsets, total = [], 0
+    offsets, total = [], sympy.Integer(0)
     for t in tensors:
         offsets.append(total)
-        total += to_int(t.get_size()[dim])
-    size[dim] = sympy.Integer(total)
+        total += as_expr(t.get_size()[dim])
+    size[dim] = total
     loaders = [t.make_loader() for t in tensors]
-    lengths = [to_int(t.get_size()[dim]) for t in tensors]
+    lengths = [as_expr(t.get_size()[dim]) for t in tensors]
     c = compute_dtype(dtype)
 
     def inner(index):
@@ -132,7 +139,7 @@ def cat(tensors, dim=0):
         result = None
         for k in reversed(range(len(tensors))):
             idx = list(index)
-            idx[dim] = Clamp(index[dim] - offsets[k], 0, max(lengths[k] - 1, 0))
+            idx[dim] = Clamp(index[dim] - offsets[k], 0, _last(lengths[k]))
             v = loaders[k](idx)
             if c != dtype:
                 v = ops.to_dtype(v, c)
@@ -141,12 +148,21 @@ def cat(tensors, dim=0):
             else:
                 inside = ops.lt(
                     ops.index_expr(index[dim], torch.int64),
-                    ops.constant(offsets[k] + lengths[k], torch.int64),
+                    _int_value(offsets[k] + lengths[k]),
                 )
                 result = ops.where(inside, v, result)
         return result if c == dtype else ops.to_dtype(result, dtype)
 
     return StorageBox(Pointwise(dtype, size, inner))
+
+
+def _last(n):
+    """The last valid index of a dim of size ``n`` (0 for an empty dim)."""
+    return sympy.Integer(max(int(n) - 1, 0)) if is_static(n) else n - 1  # symbolic: n >= 2
+
+
+def _int_value(e):
+    return ops.constant(int(e), torch.int64) if is_static(e) else ops.index_expr(e, torch.int64)
 
 
 @register(aten.constant_pad_nd.default)
@@ -168,11 +184,11 @@ def constant_pad_nd(x, pad, value=0):
     def inner(index):
         idx, conds = [], []
         for d, i in enumerate(index):
-            n = to_int(size[d])
+            n = as_expr(size[d])
             if new[d] == size[d]:
                 idx.append(i)
                 continue
-            idx.append(Clamp(i - lows[d], 0, max(n - 1, 0)))
+            idx.append(Clamp(i - lows[d], 0, _last(n)))
             conds.append((i, lows[d], lows[d] + n))
         v = load(idx)
         if c != dtype:
@@ -180,9 +196,7 @@ def constant_pad_nd(x, pad, value=0):
         ok = None
         for i, lo, hi in conds:
             e = ops.index_expr(i, torch.int64)
-            cnd = ops.logical_and(
-                ops.ge(e, ops.constant(lo, torch.int64)), ops.lt(e, ops.constant(hi, torch.int64))
-            )
+            cnd = ops.logical_and(ops.ge(e, _int_value(lo)), ops.lt(e, _int_value(hi)))
             ok = cnd if ok is None else ops.logical_and(ok, cnd)
         if ok is not None:
             v = ops.where(ok, v, ops.constant(value, c))
@@ -196,7 +210,7 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     if len(weight.get_size()) != 2 or indices.get_dtype() not in (torch.int64, torch.int32):
         raise NotLowered("embedding variant")
     wload, iload = weight.make_loader(), indices.make_loader()
-    nrows = to_int(weight.get_size()[0])
+    nrows = as_expr(weight.get_size()[0])
     isize = list(indices.get_size())
 
     def inner(index):
@@ -213,7 +227,7 @@ def index_select(x, dim, index):
         raise NotLowered("index_select variant")
     dim = normalize_dim(dim, len(size))
     xload, iload = x.make_loader(), index.make_loader()
-    n = to_int(size[dim])
+    n = as_expr(size[dim])
     new = list(size)
     new[dim] = index.get_size()[0] if index.get_size() else sympy.Integer(1)
 
@@ -233,7 +247,7 @@ def gather(x, dim, index, sparse_grad=False):
         raise NotLowered("gather variant")
     dim = normalize_dim(dim, len(size))
     xload, iload = x.make_loader(), index.make_loader()
-    n = to_int(size[dim])
+    n = as_expr(size[dim])
 
     def inner(idx):
         pos = ops.indirect_indexing(iload(idx), n)
@@ -278,7 +292,7 @@ def index(x, indices):
         for k, d in enumerate(after):
             full[d] = idx[len(before) + nb + k]
         for d, load in loaders:
-            full[d] = ops.indirect_indexing(load(bidx), to_int(size[d]))
+            full[d] = ops.indirect_indexing(load(bidx), as_expr(size[d]))
         return xload(full)
 
     return StorageBox(Pointwise(x.get_dtype(), out_size, inner))

@@ -16,10 +16,12 @@ from danlu_inductor.ir.nodes import (
     MultiOutput,
     ReinterpretView,
     StorageBox,
+    View,
+    as_strided_view,
     current_graph,
     realize_input,
 )
-from danlu_inductor.ir.symbols import as_exprs, to_int
+from danlu_inductor.ir.symbols import to_int
 from danlu_inductor.lowering.registry import NotLowered, aten, is_node, register
 
 EXTERN_OPS = (
@@ -64,6 +66,26 @@ def _mutated_args(op, args, kwargs):
     return out
 
 
+def _check_written_views(op, args, kwargs):
+    """An argument the op writes in place must reach it as the buffer itself or a strided
+    view of it: a copy would take the write and the result would be lost."""
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is None or not arg.alias_info.is_write:
+            continue
+        value = args[i] if i < len(args) else kwargs.get(arg.name)
+        for leaf in pytree.tree_leaves(value):
+            if not isinstance(leaf, View) or isinstance(leaf, ReinterpretView):
+                continue
+            box = leaf.storage_box()
+            if isinstance(box, StorageBox) and not box.is_realized():
+                box.realize()
+            if as_strided_view(leaf) is None:
+                raise NotLowered(f"{op} writes into a view that is not strided: {arg.name}")
+
+
 def make_extern(op, args, kwargs, kind: str, meta_val=None):
     """Realize the tensor arguments, call ``op`` at run time, describe its outputs."""
     graph = current_graph()
@@ -73,8 +95,17 @@ def make_extern(op, args, kwargs, kind: str, meta_val=None):
             return realize_input(a)
         return a
 
+    _check_written_views(op, args, kwargs)
     rargs = pytree.tree_map(realize, list(args))
     rkwargs = pytree.tree_map(realize, dict(kwargs))
+    node = graph.current_node
+    if meta_val is None and graph.shape_env is not None and node is not None:
+        # symbolic sizes: the trace already describes the outputs
+        val = node.meta.get("val")
+        if val is not None and all(
+            isinstance(v, torch.Tensor) or v is None for v in pytree.tree_leaves(val)
+        ):
+            meta_val = val
     if meta_val is None:
         try:
             meta_val = op(*pytree.tree_map(_meta_arg, rargs), **pytree.tree_map(_meta_arg, rkwargs))
@@ -85,7 +116,12 @@ def make_extern(op, args, kwargs, kind: str, meta_val=None):
     def layout_of(t):
         if t.device.type not in ("cpu", "meta"):
             raise NotLowered("non-CPU output")
-        return FixedLayout(t.dtype, as_exprs(t.shape), as_exprs(t.stride()), t.storage_offset())
+        return FixedLayout(
+            t.dtype,
+            graph.to_exprs(t.shape),
+            graph.to_exprs(t.stride()),
+            graph.to_expr(t.storage_offset()),
+        )
 
     if isinstance(meta_val, torch.Tensor):
         node = ExternKernel(None, layout_of(meta_val), op, rargs, rkwargs, kind, mutates)

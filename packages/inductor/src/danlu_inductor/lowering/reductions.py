@@ -8,7 +8,7 @@ import torch
 
 from danlu_inductor.ir.nodes import Pointwise, Reduction, StorageBox
 from danlu_inductor.ir.ops import ops
-from danlu_inductor.ir.symbols import product, to_int
+from danlu_inductor.ir.symbols import hint, is_static, product
 from danlu_inductor.lowering.registry import (
     NotLowered,
     aten,
@@ -20,6 +20,18 @@ from danlu_inductor.lowering.registry import (
     to_dtype,
 )
 from danlu_inductor.lowering.views import unsqueeze
+
+
+def count_value(n, c):
+    """The element count ``n`` as a value of dtype ``c`` (read from the sizes at run time
+    when symbolic)."""
+    if is_static(n):
+        return ops.constant(float(n), c)
+    return ops.to_dtype(ops.index_expr(n, torch.int64), c)
+
+
+def _is_zero(s) -> bool:
+    return is_static(s) and int(s) == 0  # symbolic sizes are >= 2
 
 
 def _dims(x, dim):
@@ -96,10 +108,10 @@ def mean(x, dim=None, keepdim=False, dtype=None):
     if not out.is_floating_point:
         raise NotLowered("mean of integers")
     dims = _dims(x, dim)
-    n = to_int(product([x.get_size()[d] for d in dims]))
+    n = product([x.get_size()[d] for d in dims])
     s = reduce(x, dims, "sum", out, compute_dtype(out), keepdim)
     c = compute_dtype(out)
-    return make_pointwise([s], lambda v: ops.truediv(v, ops.constant(float(n), c)), out)
+    return make_pointwise([s], lambda v: ops.truediv(v, count_value(n, c)), out)
 
 
 def _minmax(rtype):
@@ -107,7 +119,7 @@ def _minmax(rtype):
         dims = _dims(x, dim)
         if x.get_dtype().is_complex:
             raise NotLowered("complex")
-        if any(to_int(x.get_size()[d]) == 0 for d in dims):
+        if any(_is_zero(x.get_size()[d]) for d in dims):
             raise NotLowered("max/min over an empty dim")
         return reduce(x, dims, rtype, x.get_dtype(), compute_dtype(x.get_dtype()), keepdim)
 
@@ -140,7 +152,7 @@ def _arg(rtype):
                     out = unsqueeze(out, d)
             return out
         dims = _dims(x, dim)
-        if any(to_int(x.get_size()[d]) == 0 for d in dims):
+        if any(_is_zero(x.get_size()[d]) for d in dims):
             raise NotLowered("argmax over an empty dim")
         return reduce(x, dims, rtype, torch.int64, compute_dtype(x.get_dtype()), keepdim)
 
@@ -186,12 +198,12 @@ def welford(x, dims, keepdim):
     pass (both outputs share one accumulator), which also combines across threads.
     """
     c = compute_dtype(x.get_dtype())
-    n = to_int(product([x.get_size()[d] for d in dims]))
-    if n <= TWO_PASS_MAX:
+    n = product([x.get_size()[d] for d in dims])
+    if hint(n) <= TWO_PASS_MAX:
         from danlu_inductor.lowering.views import squeeze
 
         s = reduce(x, dims, "sum", c, c, keepdim=True)
-        mean_k = make_pointwise([s], lambda v: ops.truediv(v, ops.constant(float(n), c)), c, c)
+        mean_k = make_pointwise([s], lambda v: ops.truediv(v, count_value(n, c)), c, c)
 
         def sq_dev(a, m):
             d = ops.sub(a, m)
@@ -201,14 +213,16 @@ def welford(x, dims, keepdim):
         return (mean_k if keepdim else squeeze(mean_k, dims)), m2, n
     mean_ = reduce(x, dims, "welford_mean", c, c, keepdim)
     m2 = reduce(x, dims, "welford_m2", c, c, keepdim)
-    n = to_int(product([x.get_size()[d] for d in dims]))
     return mean_, m2, n
 
 
 def _var_from_m2(m2, n, correction, out_dtype):
     c = compute_dtype(out_dtype)
-    denom = float(max(n - correction, 0))
-    return make_pointwise([m2], lambda v: ops.truediv(v, ops.constant(denom, c)), out_dtype, c)
+    if is_static(n):
+        denom = float(max(int(n) - correction, 0))
+        return make_pointwise([m2], lambda v: ops.truediv(v, ops.constant(denom, c)), out_dtype, c)
+    d = sympy.Max(n - correction, 0)
+    return make_pointwise([m2], lambda v: ops.truediv(v, count_value(d, c)), out_dtype, c)
 
 
 @register(aten.var.correction, aten.var.dim)
@@ -302,9 +316,7 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     mean_, m2, count = welford(x, dims, keepdim=True)
     rstd = make_pointwise(
         [m2],
-        lambda v: ops.rsqrt(
-            ops.add(ops.truediv(v, ops.constant(float(count), c)), ops.constant(eps, c))
-        ),
+        lambda v: ops.rsqrt(ops.add(ops.truediv(v, count_value(count, c)), ops.constant(eps, c))),
         c,
         c,
     )

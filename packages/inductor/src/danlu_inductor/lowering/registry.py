@@ -14,7 +14,7 @@ import torch
 
 from danlu_inductor.ir.nodes import Pointwise, ReinterpretView, StorageBox, View
 from danlu_inductor.ir.ops import ops
-from danlu_inductor.ir.symbols import as_exprs, to_int
+from danlu_inductor.ir.symbols import NotLowered, as_exprs, to_int
 
 aten = torch.ops.aten
 LOWERINGS: dict[torch._ops.OpOverload, Callable] = {}
@@ -31,10 +31,6 @@ SUPPORTED_DTYPES = {
     torch.uint8,
     torch.bool,
 }
-
-
-class NotLowered(Exception):
-    """This call cannot be lowered (yet); use a fallback kernel."""
 
 
 def register(*targets):
@@ -95,7 +91,7 @@ def result_type(*args) -> torch.dtype:
         else:
             if isinstance(a, bool):
                 dt = torch.bool
-            elif isinstance(a, int):
+            elif isinstance(a, int | sympy.Expr):  # a symbolic size is an int scalar
                 dt = torch.int64
             elif isinstance(a, float):
                 dt = torch.get_default_dtype()
@@ -159,6 +155,11 @@ def value_loader(x, out_size, dtype):
             return load
         return lambda index: ops.to_dtype(load(index), dtype)
     value = x
+    if isinstance(value, sympy.Expr):
+        if value.is_Integer:
+            value = int(value)
+        else:  # a symbolic size: read from the kernel's size arguments
+            return lambda index: ops.to_dtype(ops.index_expr(value, torch.int64), dtype)
 
     return lambda index: ops.constant(value, dtype)
 

@@ -8,7 +8,19 @@ import torch
 from danlu_inductor.ir.layout import FixedLayout
 from danlu_inductor.ir.nodes import ReinterpretView, StorageBox, View, realize_input
 from danlu_inductor.ir.ops import ops
-from danlu_inductor.ir.symbols import FloorDiv, IMod, as_expr, as_exprs, product, to_int
+from danlu_inductor.ir.symbols import (
+    DynamicShapeUnsupported,
+    FloorDiv,
+    IMod,
+    as_expr,
+    as_exprs,
+    hint,
+    is_static,
+    product,
+    same,
+    same_sizes,
+    to_int,
+)
 from danlu_inductor.lowering.registry import NotLowered, aten, normalize_dim, register
 
 
@@ -106,6 +118,8 @@ def squeeze(x, dim=None):
 def slice_(x, dim=0, start=None, end=None, step=1):
     size = list(x.get_size())
     dim = normalize_dim(dim, len(size))
+    if not (is_static(size[dim]) and all(isinstance(v, int | None) for v in (start, end, step))):
+        return _slice_symbolic(x, size, dim, start, end, step)
     n = to_int(size[dim])
     start = 0 if start is None else start
     end = n if end is None else end
@@ -125,36 +139,75 @@ def slice_(x, dim=0, start=None, end=None, step=1):
     return view_of(x, new, reindex)
 
 
+def _slice_symbolic(x, size, dim, start, end, step):
+    """A slice with a symbolic size or bound. The clamping branches follow the hints: the
+    trace took the same branches and guarded them, so they hold for every accepted size."""
+    if not isinstance(step, int) or step < 1:
+        raise DynamicShapeUnsupported("slice with a symbolic step")
+    n = as_expr(size[dim])
+    start = sympy.Integer(0) if start is None else as_expr(start)
+    end = n if end is None or (isinstance(end, int) and end >= 2**62) else as_expr(end)
+    bounds = []
+    for v in (start, end):
+        if hint(v) < 0:
+            v = v + n
+        if hint(v) < 0:
+            v = sympy.Integer(0)
+        if hint(v) > hint(n):
+            v = n
+        bounds.append(v)
+    start, end = bounds
+    if hint(end) <= hint(start):
+        raise DynamicShapeUnsupported("empty symbolic slice")
+    length = end - start if step == 1 else FloorDiv(end - start + step - 1, step)
+    if same(start, 0) and same(length, n) and step == 1:
+        return x
+    new = size[:dim] + [sympy.expand(length)] + size[dim + 1 :]
+
+    def reindex(index):
+        idx = list(index)
+        idx[dim] = idx[dim] * step + start
+        return idx
+
+    return view_of(x, new, reindex)
+
+
 @register(aten.select.int)
 def select(x, dim, index):
     size = list(x.get_size())
     dim = normalize_dim(dim, len(size))
-    n = to_int(size[dim])
-    index = index + n if index < 0 else index
+    n = size[dim]
+    index = index + n if hint(index) < 0 else index
     new = size[:dim] + size[dim + 1 :]
 
     def reindex(idx):
-        return list(idx[:dim]) + [sympy.Integer(index)] + list(idx[dim:])
+        return list(idx[:dim]) + [as_expr(index)] + list(idx[dim:])
 
     return view_of(x, new, reindex)
 
 
 def _infer_size(shape, numel):
-    shape = list(shape)
+    shape = [as_expr(s) for s in shape]
     if -1 in shape:
-        known = 1
-        for s in shape:
-            if s != -1:
-                known *= int(s)
-        shape[shape.index(-1)] = numel // known if known else 0
-    return [as_expr(s) for s in shape]
+        known = product([s for s in shape if s != -1])
+        if is_static(known) and is_static(numel):
+            inferred = as_expr(int(numel) // int(known) if known else 0)
+        else:
+            inferred = sympy.cancel(as_expr(numel) / known)
+            if not sympy.fraction(inferred)[1].is_Integer or not inferred.is_polynomial():
+                raise DynamicShapeUnsupported(f"view: {numel} / {known} is not exact")
+            inferred = sympy.expand(inferred)
+        shape[shape.index(-1)] = inferred
+    return shape
 
 
 def reshape_indexer(old_size, new_size):
     """Maps an index of ``new_size`` to one of ``old_size`` (same numel): dims are matched in
-    groups of equal products so aligned reshapes need no division."""
-    old = [to_int(s) for s in old_size]
-    new = [to_int(s) for s in new_size]
+    groups of equal products so aligned reshapes need no division. Symbolic sizes are grouped
+    by their hints; a group whose products differ as expressions is refused."""
+    old_e, new_e = as_exprs(old_size), as_exprs(new_size)
+    old = [hint(s) for s in old_e]
+    new = [hint(s) for s in new_e]
     groups = []  # (old dims, new dims)
     i = j = 0
     while i < len(old) or j < len(new):
@@ -175,6 +228,8 @@ def reshape_indexer(old_size, new_size):
             if po == pn and (i >= len(old) or old[i] != 1) and (j >= len(new) or new[j] != 1):
                 if oi and nj or (i >= len(old) and j >= len(new)):
                     break
+        if not same(product([old_e[k] for k in oi]), product([new_e[k] for k in nj])):
+            raise DynamicShapeUnsupported(f"reshape {old_e} -> {new_e}: dims do not group")
         groups.append((oi, nj))
 
     def reindex(index):
@@ -182,13 +237,15 @@ def reshape_indexer(old_size, new_size):
         for oi, nj in groups:
             flat = sympy.Integer(0)
             for k in nj:
-                flat = flat * new[k] + index[k]
+                flat = flat * new_e[k] + index[k]
             # size-1 dims always index 0; the outermost remaining dim needs no modulo
-            real = [k for k in oi if old[k] != 1]
-            rem = 1
+            real = [k for k in oi if old_e[k] != 1]
+            rem = sympy.Integer(1)
             for k in reversed(real):
-                out[k] = IMod(FloorDiv(flat, rem), old[k]) if k != real[0] else FloorDiv(flat, rem)
-                rem *= old[k]
+                out[k] = (
+                    IMod(FloorDiv(flat, rem), old_e[k]) if k != real[0] else FloorDiv(flat, rem)
+                )
+                rem = rem * old_e[k]
         return out
 
     return reindex
@@ -197,11 +254,11 @@ def reshape_indexer(old_size, new_size):
 @register(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 def view(x, shape):
     old = x.get_size()
-    total = to_int(product(old))
+    total = product(old)
     new = _infer_size(shape, total)
-    if [to_int(s) for s in new] == [to_int(s) for s in old]:
+    if same_sizes(new, old):
         return x
-    if to_int(product(new)) != total:
+    if not same(product(new), total):
         raise NotLowered(f"view {old} -> {new} changes numel")
     return view_of(x, new, reshape_indexer(old, new))
 

@@ -7,7 +7,7 @@ from functools import cached_property
 import sympy
 
 from danlu_inductor.ir import nodes as ir
-from danlu_inductor.ir.symbols import index_vars, product, to_int
+from danlu_inductor.ir.symbols import index_vars, product, same, same_sizes
 from danlu_inductor.scheduler.dependencies import record_reads
 
 
@@ -15,7 +15,7 @@ def reshape_index(node_sizes, kernel_sizes, kernel_vars):
     """The node's index for kernel loop variables (equal numel, any dim split)."""
     from danlu_inductor.lowering.views import reshape_indexer
 
-    if [to_int(s) for s in node_sizes] == [to_int(s) for s in kernel_sizes]:
+    if same_sizes(node_sizes, kernel_sizes):
         return list(kernel_vars)
     return reshape_indexer(node_sizes, kernel_sizes)(list(kernel_vars))
 
@@ -59,22 +59,23 @@ class SchedulerNode(BaseSchedulerNode):
         return {d.name for d in self.reads}
 
     @property
-    def numel(self) -> int:
-        return to_int(product(self.ranges))
+    def numel(self):
+        return product(self.ranges)
 
     @property
-    def rnumel(self) -> int:
-        return to_int(product(self.rranges))
+    def rnumel(self):
+        return product(self.rranges)
 
     def placement(self, xsizes, rsizes) -> str | None:
         """Where this node goes in a kernel over (xsizes, rsizes): "reduction", "xr" (inside
         the reduction loop), "x" (once per outer iteration), or None (does not fit)."""
-        xn, rn = to_int(product(xsizes)), to_int(product(rsizes))
+        xn, rn = product(xsizes), product(rsizes)
         if self.is_reduction:
-            return "reduction" if (self.numel == xn and self.rnumel == rn and rsizes) else None
-        if self.numel == xn:
+            ok = same(self.numel, xn) and same(self.rnumel, rn) and rsizes
+            return "reduction" if ok else None
+        if same(self.numel, xn):
             return "x"
-        if self.numel == xn * rn:
+        if same(self.numel, xn * rn):
             return "xr"
         return None
 

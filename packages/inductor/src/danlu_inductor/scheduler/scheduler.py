@@ -12,7 +12,7 @@ from __future__ import annotations
 import sympy
 
 from danlu_inductor.ir import nodes as ir
-from danlu_inductor.ir.symbols import index_vars, to_int
+from danlu_inductor.ir.symbols import DynamicShapeUnsupported, hint, index_vars
 from danlu_inductor.scheduler.nodes import (
     ExternSchedulerNode,
     MultiOutputSchedulerNode,
@@ -268,7 +268,7 @@ class Scheduler:
             return 1
         n = 1
         for s in buf.layout.size:
-            n *= to_int(s)
+            n *= hint(s)
         return max(n, 1) * buf.layout.dtype.itemsize
 
     def _depends(self, ga, gb) -> bool:
@@ -320,8 +320,11 @@ class Scheduler:
             return None
         if self._cycle(ga, gb):
             return None
-        merged = FusionGroup(nodes, xs, rs)
-        if not self._legal(merged):
+        try:
+            merged = FusionGroup(nodes, xs, rs)
+            if not self._legal(merged):
+                return None
+        except DynamicShapeUnsupported:  # symbolic dims that do not line up: separate kernels
             return None
         return merged
 

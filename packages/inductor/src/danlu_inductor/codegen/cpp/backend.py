@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from danlu_inductor.codegen.cpp.compiler import compile_kernels
 from danlu_inductor.codegen.cpp.kernel import CppKernel
@@ -16,6 +16,7 @@ class KernelArtifact:
     source: str
     params: list[str]  # buffer names, in the C function's parameter order
     uses_err: bool
+    size_args: list[str] = field(default_factory=list)  # symbolic sizes, after the pointers
 
 
 class CppBackend:
@@ -24,9 +25,10 @@ class CppBackend:
     def make_kernel(self, group, name, buffer_dtypes, local_buffers) -> KernelArtifact:
         k = CppKernel(group, name, buffer_dtypes, local_buffers, outputs=None)
         source = k.codegen()
-        return KernelArtifact(name, source, list(k.params), k.uses_indirect)
+        return KernelArtifact(name, source, list(k.params), k.uses_indirect, list(k.size_args))
 
-    def build(self, kernel_names, kernel_sources, nargs):
+    def build(self, kernel_names, kernel_sources, nargs, nsizes=None):
+        """``nargs``: pointer arguments per kernel; ``nsizes``: int64 arguments after them."""
         if not kernel_names:
             return {}, None, ""
         lib, path, source = compile_kernels(PRELUDE, list(kernel_sources), kernel_names)
@@ -34,6 +36,7 @@ class CppBackend:
         for n in kernel_names:
             fn = getattr(lib, n)
             fn.restype = None
-            fn.argtypes = [ctypes.c_void_p] * nargs[n]
+            ints = (nsizes or {}).get(n, 0)
+            fn.argtypes = [ctypes.c_void_p] * nargs[n] + [ctypes.c_int64] * ints
             fns[n] = fn
         return fns, path, source

@@ -23,7 +23,16 @@ import torch
 from danlu_inductor.codegen.cpp.overrides import CppOverrides, CSEVar
 from danlu_inductor.codegen.cpp.printer import STORAGE_CTYPE, cexpr, value_ctype
 from danlu_inductor.ir.ops import V
-from danlu_inductor.ir.symbols import FloorDiv, index_vars, simplify_index, sym, to_int
+from danlu_inductor.ir.symbols import (
+    FloorDiv,
+    as_exprs,
+    hint,
+    index_vars,
+    is_static,
+    product,
+    simplify_index,
+    sym,
+)
 
 PARALLEL_THRESHOLD = 16384  # elements of work below which threads cost more than they give
 SPLIT_MAX_X = 8  # reductions with fewer outer iterations split R across threads
@@ -40,6 +49,8 @@ class Scope:
 
 
 _NAME = re.compile(r"\b(tmp\d+|idx\d+|r\d+|x\d+)\b")
+# symbols of symbolic sizes (the ShapeEnv's s0, s1, ...): int64_t parameters of the kernel
+_SIZE_SYMBOL = re.compile(r"\bs\d+\b")
 
 
 class CppKernel:
@@ -55,6 +66,7 @@ class CppKernel:
         self.locals: dict[str, CSEVar] = {}
         self.n = 0
         self.uses_indirect = False
+        self.size_args: list[str] = []  # symbolic sizes the kernel reads, after the pointers
         self.inner_vars: set[str] = set()
         self.inner_x = None  # innermost loop variable of a pointwise kernel (for hoisting)
         self.overrides = CppOverrides(self)
@@ -75,8 +87,8 @@ class CppKernel:
         for n in g.nodes:
             exprs += [simplify_index(e) for _, e, _ in g.reads_in_kernel(n)]
             exprs.append(simplify_index(g.write_in_kernel(n)))
-        self.xsizes, xsub = _merge_dims([to_int(s) for s in g.xsizes], g.xvars, exprs, "x")
-        self.rsizes, rsub = _merge_dims([to_int(s) for s in g.rsizes], g.rvars, exprs, "r")
+        self.xsizes, xsub = _merge_dims(as_exprs(g.xsizes), g.xvars, exprs, "x")
+        self.rsizes, rsub = _merge_dims(as_exprs(g.rsizes), g.rvars, exprs, "r")
         self.sub = {**xsub, **rsub}
         self.xvars = index_vars("x", len(self.xsizes)) if self.sub else g.xvars
         self.rvars = index_vars("r", len(self.rsizes)) if self.sub else g.rvars
@@ -220,12 +232,10 @@ class CppKernel:
             self.inner_x = self.xvars[-1].name
             self.pw_inner = Scope(body)
             self.scope = self.pw_inner
-        xn = 1
-        for s in self.xsizes:
-            xn *= s
-        rn = 1
-        for s in self.rsizes:
-            rn *= s
+        # symbolic sizes: decide by the hints (speed only; the code serves every size)
+        xn, rn = hint(product(self.xsizes)), hint(product(self.rsizes))
+        self.rn_static = is_static(product(self.rsizes))
+        work = product(self.xsizes) * (product(self.rsizes) if g.has_reduction else 1)
         split = (
             g.has_reduction
             and xn < SPLIT_MAX_X
@@ -241,7 +251,7 @@ class CppKernel:
             else:
                 self._reduction_phase(members, rn, split)
         inner = body.lines
-        rn_decl = max(rn, 1)
+        rn_decl = max(rn, 1)  # scratch rows exist for static reduction sizes only
         for name in sorted(self.scratch):
             ct = value_ctype(self.buffer_dtype[name])
             inner.insert(0, f"alignas(64) {ct} scratch_{name}[{rn_decl}];")
@@ -259,19 +269,23 @@ class CppKernel:
                 self.xvars[:-1],
                 self.xsizes[:-1],
                 inner + innermost,
-                parallel=xn >= PARALLEL_THRESHOLD,
+                parallel=_parallel(xn >= PARALLEL_THRESHOLD, work),
                 simd_inner=False,
             )
         elif not g.has_reduction:
             lines += _loop_nest(
-                self.xvars, self.xsizes, inner, parallel=xn >= PARALLEL_THRESHOLD, simd_inner=True
+                self.xvars,
+                self.xsizes,
+                inner,
+                parallel=_parallel(xn >= PARALLEL_THRESHOLD, work),
+                simd_inner=True,
             )
         else:
             lines += _loop_nest(
                 self.xvars,
                 self.xsizes,
                 inner,
-                parallel=(not split) and xn * rn >= PARALLEL_THRESHOLD and xn > 1,
+                parallel=(not split) and xn > 1 and _parallel(xn * rn >= PARALLEL_THRESHOLD, work),
                 simd_inner=False,
             )
         params = []
@@ -280,6 +294,10 @@ class CppKernel:
             params.append(f"{const}{_param_ctype(self.buffer_dtype[name])}* {p}")
         if self.uses_indirect:
             params.append("int64_t* dl_err")
+        self.size_args = sorted(
+            set(_SIZE_SYMBOL.findall("\n".join(lines))), key=lambda n: int(n[1:])
+        )
+        params += [f"int64_t {n}" for n in self.size_args]
         head = f'extern "C" void {self.kernel_name}({", ".join(params)})'
         return head + "\n{\n" + "\n".join("    " + ln for ln in lines) + "\n}\n"
 
@@ -302,7 +320,8 @@ class CppKernel:
             if key not in accs:
                 acc = f"acc{self.n}"
                 self.n += 1
-                ctype, init = _acc_type(base, value.dtype, rn)
+                # a symbolic length may be long: the wide accumulator is always right
+                ctype, init = _acc_type(base, value.dtype, rn if self.rn_static else None)
                 accs[key] = (acc, base, ctype, init, value.dtype)
                 if not split and base in ("max", "min"):
                     # vectorizable: plain compare-select plus a NaN flag, combined at the end
@@ -418,7 +437,7 @@ def _acc_dtype(rtype, src):
 
 def _acc_type(base, dtype, rnumel=1):
     ct = value_ctype(dtype)
-    if base in ("sum", "prod") and ct == "float" and rnumel > WIDE_ACC_MIN_R:
+    if base in ("sum", "prod") and ct == "float" and (rnumel is None or rnumel > WIDE_ACC_MIN_R):
         ct = "double"  # long float32 sums: eager sums pairwise; a double accumulator keeps up
     if base == "sum":
         return ct, f"{ct}(0)"
@@ -494,15 +513,18 @@ def _loop_nest(variables, sizes, body, parallel, simd_inner, simd_pragma=None, o
         return ["{"] + ["    " + b for b in body] + ["}"]
     n = len(sizes)
     lines = []
+    cond = f" if({parallel})" if isinstance(parallel, str) else ""
     if outer_pragma is not None:
         lines.append(outer_pragma)
     elif parallel:
         if n == 1:
-            lines.append("#pragma omp parallel for" + (" simd" if simd_inner else ""))
+            lines.append("#pragma omp parallel for" + (" simd" if simd_inner else "") + cond)
         else:
             collapse = n - 1 if simd_inner else n
             lines.append(
-                "#pragma omp parallel for" + (f" collapse({collapse})" if collapse > 1 else "")
+                "#pragma omp parallel for"
+                + (f" collapse({collapse})" if collapse > 1 else "")
+                + cond
             )
     elif simd_inner and n == 1:
         lines.append(simd_pragma or "#pragma omp simd")
@@ -510,7 +532,7 @@ def _loop_nest(variables, sizes, body, parallel, simd_inner, simd_pragma=None, o
     for d, (v, s) in enumerate(zip(variables, sizes)):
         if d == n - 1 and n > 1 and simd_inner and outer_pragma is None:
             lines.append(indent + (simd_pragma or "#pragma omp simd"))
-        lines.append(f"{indent}for (int64_t {v} = 0; {v} < {s}; {v}++)")
+        lines.append(f"{indent}for (int64_t {v} = 0; {v} < {cexpr(s)}; {v}++)")
         indent += "    "
     lines[-1] += ""
     lines.append(indent[:-4] + "{")
@@ -523,6 +545,7 @@ def _merge_dims(sizes, variables, exprs, prefix):
     """Merge adjacent loops when every access moves through them like one flat loop
     (coefficient of the outer = coefficient of the inner * inner size). Returns the new sizes
     and the substitution old variable -> expression of new variables."""
+    sizes = as_exprs(sizes)
     ones = [k for k, s in enumerate(sizes) if s == 1]
     if ones and len(sizes) > 1:
         # a size-1 dim's variable is always 0: drop the loop (else a leading batch dim of 1
@@ -548,7 +571,7 @@ def _merge_dims(sizes, variables, exprs, prefix):
             if not (e.has(a) or e.has(b)):
                 continue
             da, db = sympy.diff(e, a), sympy.diff(e, b)
-            if not (da.is_Integer and db.is_Integer and int(da) == int(db) * sizes[k]):
+            if not (_size_only(da) and _size_only(db) and sympy.expand(da - db * sizes[k]) == 0):
                 ok = False
                 break
         if ok:
@@ -560,7 +583,7 @@ def _merge_dims(sizes, variables, exprs, prefix):
     new_vars = index_vars(prefix, len(groups))
     new_sizes, sub = [], {}
     for gv, gr in zip(new_vars, groups):
-        total = 1
+        total = sympy.Integer(1)
         for k in gr:
             total *= sizes[k]
         new_sizes.append(total)
@@ -574,3 +597,16 @@ def _merge_dims(sizes, variables, exprs, prefix):
         sub[variables[gr[0]]] = rest
     # rename: old variables may share names with new ones, so go through temporaries
     return new_sizes, sub
+
+
+def _parallel(static_choice: bool, work):
+    """Threads or not: decided now for static sizes; for symbolic ones an OpenMP ``if``
+    clause decides at run time (the same threshold on the actual amount of work)."""
+    if is_static(work):
+        return static_choice
+    return f"{cexpr(work)} >= {PARALLEL_THRESHOLD}"
+
+
+def _size_only(e) -> bool:
+    """A loop-invariant coefficient: a number or an expression of symbolic sizes only."""
+    return e.is_Integer or all(_SIZE_SYMBOL.fullmatch(v.name) for v in e.free_symbols)

@@ -26,6 +26,7 @@ from danlu_inductor.codegen.triton.heuristics import (
     heuristic_config,
 )
 from danlu_inductor.codegen.triton.kernel import TritonKernel
+from danlu_inductor.ir.symbols import hint
 
 log = logging.getLogger("danlu_inductor")
 
@@ -50,6 +51,7 @@ class TritonKernelArtifact:
     xnumel: int = 1
     rnumel: int = 1
     signature: dict = field(default_factory=dict)
+    size_args: list[str] = field(default_factory=list)  # i64 sizes after the pointers
 
 
 def interpreting() -> bool:
@@ -86,9 +88,10 @@ class TritonBackend:
             list(k.params),
             k.uses_err,
             k.kind,
-            k.xnumel,
-            k.rnumel,
+            hint(k.xnumel),
+            hint(k.rnumel),
             k.signature(),
+            list(k.size_args),
         )
 
     def build(self, kernel_names, kernel_sources, nargs=None):
@@ -133,7 +136,8 @@ class TritonBackend:
             ptr_dtypes = [str(dtypes[p]).replace("torch.", "") for p in fn.params]
             if fn.uses_err:
                 ptr_dtypes.append("int64")
-            sizes = [fn.xnumel] + ([fn.rnumel] if fn.kind != "pointwise" else [])
+            sizes = list(fn.size_hints) + [fn.xnumel]
+            sizes += [fn.rnumel] if fn.kind != "pointwise" else []
             jobs.append(
                 (name, [(c.XBLOCK, c.RBLOCK, c.num_warps) for c in cfgs], ptr_dtypes, sizes)
             )
@@ -230,6 +234,12 @@ class TritonLauncher:
         self.params = meta["params"]
         self.uses_err = meta["uses_err"]
         self.signature = meta["signature"]
+        self.size_hints = meta.get("size_hints", [])
+        self.nsizes = len(meta.get("size_args", []))
+        self._numels = None  # symbolic: size args -> (xnumel, rnumel)
+        if meta.get("numel_exprs"):
+            params = ", ".join(meta["size_args"])
+            self._numels = eval(f"lambda {params}: ({', '.join(meta['numel_exprs'])})")  # noqa: S307
         self.config: Config | None = None
         self._direct: dict = {}  # config -> DirectLaunch, or False where it does not apply
         src = getattr(fn, "src", "") or ""
@@ -247,17 +257,22 @@ class TritonLauncher:
         cands = candidate_configs(self.kind, self.xnumel, self.rnumel)
         return cands if self.max_autotune else cands[:3]
 
-    def grid(self, cfg: Config):
-        xg = (self.xnumel + cfg.XBLOCK - 1) // cfg.XBLOCK
+    def grid(self, cfg: Config, xnumel=None, rnumel=None):
+        xnumel = self.xnumel if xnumel is None else xnumel
+        rnumel = self.rnumel if rnumel is None else rnumel
+        xg = (xnumel + cfg.XBLOCK - 1) // cfg.XBLOCK
         if self.kind == "pointwise_2d":
-            return (xg, (self.rnumel + cfg.RBLOCK - 1) // cfg.RBLOCK)
+            return (xg, (rnumel + cfg.RBLOCK - 1) // cfg.RBLOCK)
         return (xg,)
 
     def _launch(self, cfg: Config, args):
-        grid = self.grid(cfg)
+        xnumel, rnumel = self.xnumel, self.rnumel
+        if self._numels is not None:  # symbolic: this call's sizes, from its size arguments
+            xnumel, rnumel = self._numels(*args[len(args) - self.nsizes :])
+        grid = self.grid(cfg, xnumel, rnumel)
         if 0 in grid:  # empty tensors: nothing to compute (CUDA rejects empty grids)
             return
-        sizes = [self.xnumel] + ([self.rnumel] if self.kind != "pointwise" else [])
+        sizes = [xnumel] + ([rnumel] if self.kind != "pointwise" else [])
         fast = self._direct.get(cfg)
         if fast and fast.matches(args, sizes):
             fast.launch(grid, args, sizes)
@@ -300,7 +315,7 @@ class TritonLauncher:
 
     def _autotune(self, args) -> Config:
         # time on copies: the wrapper may alias an output with a dying input (in place)
-        scratch = [a.clone() for a in args]
+        scratch = [a.clone() if hasattr(a, "clone") else a for a in args]
         timings = []
         for cfg in self.configs or self.candidates():
             try:

@@ -17,6 +17,7 @@ import torch
 from danlu_inductor.codegen.triton.backend import TritonBackend, interpreting
 from danlu_inductor.codegen.wrapper import WrapperCodegen
 from danlu_inductor.graph import GraphLowering
+from danlu_inductor.ir.symbols import size_hints
 from danlu_inductor.lowering import NotLowered
 from danlu_inductor.passes import pad_matmuls
 from danlu_inductor.runtime import FlagWatch
@@ -76,25 +77,33 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
             log.warning("danlu_inductor: cannot compile this graph (%s); running it eagerly", e)
             return EagerGraph(gm, str(e))
         t1 = time.perf_counter()
-        scheduler = Scheduler(graph)
-        backend = _GuardedBackend(autotune=opts.autotune, max_autotune=opts.max_autotune)
-        # on a GPU the bounds flag is read after the call (FirstCallGuard) or the CUDA graph
-        # replay, without stalling the host; in the interpreter, after each kernel
-        defer = opts.cudagraphs or (device.type == "cuda" and not interpreting())
-        wrapper = WrapperCodegen(graph, scheduler, backend, defer_index_checks=defer)
         try:
-            wrapper.source = wrapper.generate()
-            t2 = time.perf_counter()
-            fns, path, module_source = backend.build(wrapper.kernel_names, wrapper.kernel_sources)
-            failed = _precompile(backend, fns, path, wrapper, device)
-        except KernelFailed as e:
-            failed = {e.kernel: (e.origins, e.error)}
-        except Exception as e:  # not tied to one group (e.g. the module fails to import)
-            reason = f"Triton backend: {type(e).__name__}: {str(e)[:300]}"
-            log.warning("danlu_inductor: running the graph eagerly: %s", reason)
-            eager = EagerGraph(gm, reason)
-            eager.report["triton_fallbacks"] = failures
-            return eager
+            with size_hints(graph.hint_values()):
+                scheduler = Scheduler(graph)
+        except NotLowered as e:
+            log.warning("danlu_inductor: cannot compile this graph (%s); running it eagerly", e)
+            return EagerGraph(gm, str(e))
+        with size_hints(graph.hint_values()):
+            backend = _GuardedBackend(autotune=opts.autotune, max_autotune=opts.max_autotune)
+            # on a GPU the bounds flag is read after the call (FirstCallGuard) or the CUDA
+            # graph replay, without stalling the host; in the interpreter, after each kernel
+            defer = opts.cudagraphs or (device.type == "cuda" and not interpreting())
+            wrapper = WrapperCodegen(graph, scheduler, backend, defer_index_checks=defer)
+            try:
+                wrapper.source = wrapper.generate()
+                t2 = time.perf_counter()
+                fns, path, module_source = backend.build(
+                    wrapper.kernel_names, wrapper.kernel_sources
+                )
+                failed = _precompile(backend, fns, path, wrapper, device)
+            except KernelFailed as e:
+                failed = {e.kernel: (e.origins, e.error)}
+            except Exception as e:  # not tied to one group (e.g. the module fails to import)
+                reason = f"Triton backend: {type(e).__name__}: {str(e)[:300]}"
+                log.warning("danlu_inductor: running the graph eagerly: %s", reason)
+                eager = EagerGraph(gm, reason)
+                eager.report["triton_fallbacks"] = failures
+                return eager
         if not failed:
             break
         new = set()
@@ -141,6 +150,7 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
         "compile_s": build_s,
         "library": str(path) if path else None,
         "memory": list(wrapper.memory_log),
+        "dynamic": graph.is_dynamic,
     }
     target = check_target()
     ready = [n for n, fn in fns.items() if any(err is None for _, err, _ in fn.compile_info or ())]

@@ -13,6 +13,8 @@ Masks guard ragged edges; every load/store's mask matches the dims its pointer s
 
 from __future__ import annotations
 
+import re
+
 import sympy
 import torch
 
@@ -27,12 +29,22 @@ from danlu_inductor.codegen.triton.printer import (
     tl_compute,
 )
 from danlu_inductor.ir.ops import V
-from danlu_inductor.ir.symbols import Clamp, FloorDiv, IMod, to_int
+from danlu_inductor.ir.symbols import (
+    Clamp,
+    FloorDiv,
+    IMod,
+    as_exprs,
+    hint,
+    hint_of_name,
+    is_static,
+)
 
 PERSISTENT_MAX_RNUMEL = 1024
 TILE_MIN = 16  # both sides of a 2-D pointwise tile span at least this many elements
 INT32_MAX = 2**31 - 1
 BIG_INDEX = 2**62
+# symbols of symbolic sizes (the ShapeEnv's s0, s1, ...): i64 kernel arguments
+_SIZE_SYMBOL = re.compile(r"\bs\d+\b")
 
 
 def next_power_of_2(n: int) -> int:
@@ -70,12 +82,20 @@ class TritonKernel:
         self.kernel_name = kernel_name
         self.buffer_dtype = buffer_dtype
         self.local_buffers = set(local_buffers)
-        self.xsizes = [to_int(s) for s in group.xsizes]
-        self.rsizes = [to_int(s) for s in group.rsizes]
+        # symbolic sizes: xnumel/rnumel are expressions, computed by the launcher at each
+        # call; choices use the hints, and a symbolic reduction length always loops
+        self.xsizes = as_exprs(group.xsizes)
+        self.rsizes = as_exprs(group.rsizes)
+        self.symbolic = not all(is_static(s) for s in (*self.xsizes, *self.rsizes))
+        self.size_args: list[str] = []
         self.xnumel = _prod(self.xsizes)
         self.rnumel = _prod(self.rsizes)
         self.is_reduction = group.has_reduction
-        self.persistent = self.is_reduction and self.rnumel <= PERSISTENT_MAX_RNUMEL
+        self.persistent = (
+            self.is_reduction
+            and is_static(self.rnumel)
+            and int(self.rnumel) <= PERSISTENT_MAX_RNUMEL
+        )
         # pointwise groups whose accesses run contiguously along different dims (transposes)
         # get 2-D tiles: outer dims [:split] on axis 0, inner dims [split:] on axis 1
         self.split = None if self.is_reduction else self._tile_split()
@@ -108,16 +128,16 @@ class TritonKernel:
         self.ctx_dims = frozenset("x")  # dims of the member being generated
         # 32-bit index math unless some index can pass 2**31 - 1 (decided while loads and
         # stores are generated; the prologue is written last)
-        self.index64 = self.xnumel * max(self.rnumel, 1) > INT32_MAX
+        self.index64 = self.symbolic or self.xnumel * max(self.rnumel, 1) > INT32_MAX
         self.sym_bound: dict[str, int] = {}
         for v, size in zip(group.xvars, self.xsizes):
-            self.sym_bound[v.name] = size - 1
+            self.sym_bound[v.name] = int(size) - 1 if is_static(size) else None
         for v, size in zip(group.rvars, self.rsizes):
-            self.sym_bound[v.name] = size - 1
+            self.sym_bound[v.name] = int(size) - 1 if is_static(size) else None
 
     def _tile_split(self) -> int | None:
         g = self.g
-        if len(self.xsizes) < 2:
+        if len(self.xsizes) < 2 or self.symbolic:
             return None
         exprs = []
         for n in g.nodes:
@@ -367,15 +387,15 @@ class TritonKernel:
         return lines
 
     def lines_decompose(self, flat, variables, sizes):
-        stride = 1
+        stride = sympy.Integer(1)
         parts = []
         for v, s in reversed(list(zip(variables, sizes))):
             parts.append((v, s, stride))
             stride *= s
         for k, (v, s, st) in enumerate(reversed(parts)):
-            e = flat if st == 1 else f"({flat} // {st})"
+            e = flat if st == 1 else f"({flat} // {texpr(st)})"
             if k > 0:
-                e = f"({e} % {s})"
+                e = f"({e} % {texpr(s)})"
             self.line(f"{v.name} = {e}")
 
     def _reduction_phase(self, members):
@@ -410,7 +430,8 @@ class TritonKernel:
         outer.lines += pre
         # a literal trip count: sizes are static, and some interpreters cannot take a
         # scalar argument as a range bound
-        outer.lines.append(f"for roffset in range(0, {self.rnumel}, RBLOCK):")
+        trips = self.rnumel if is_static(self.rnumel) else "rnumel"  # symbolic: the argument
+        outer.lines.append(f"for roffset in range(0, {trips}, RBLOCK):")
         outer.lines += ["    " + ln for ln in loop.lines]
         for n, idx, finish in post:
             result = finish()
@@ -617,6 +638,8 @@ class TritonKernel:
             sig[p] = SIGNATURE_TYPE[self.buffer_dtype[name]]
         if self.uses_err:
             sig["err_ptr"] = "*i64"
+        for name in self.size_args:
+            sig[name] = "i64"
         sig["xnumel"] = "i64" if self.index64 else "i32"
         if self.two_d:
             sig["rnumel"] = "i64" if self.index64 else "i32"
@@ -626,29 +649,43 @@ class TritonKernel:
         return sig
 
     def _assemble(self) -> str:
-        sig = self.signature()
-        args = [a if t != "constexpr" else f"{a}: tl.constexpr" for a, t in sig.items()]
-        head = [
-            "@triton.jit",
-            f"def {self.kernel_name}({', '.join(args)}):",
-        ]
         r64 = ".to(tl.int64)" if self.index64 else ""
         lines = self._prologue() + [ln.replace("@@R64@@", r64) for ln in self.top.lines]
+        found = set(_SIZE_SYMBOL.findall("\n".join(lines)))
+        if self.symbolic:
+            for e in (self.xnumel, self.rnumel):
+                found |= {str(s) for s in e.free_symbols}
+        self.size_args = sorted(found, key=lambda n: int(n[1:]))
+        sig = self.signature()
+        args = [a if t != "constexpr" else f"{a}: tl.constexpr" for a, t in sig.items()]
+        jit = "@triton.jit"
+        if self.symbolic:
+            # one binary for every size: no specialisation on divisibility or == 1
+            loose = [*self.size_args, "xnumel"] + (["rnumel"] if self.two_d else [])
+            jit = f"@triton.jit(do_not_specialize={loose!r})"
+        head = [jit, f"def {self.kernel_name}({', '.join(args)}):"]
         body = ["    " + ln for ln in lines]
+        from danlu_inductor.codegen.pyexpr import pexpr
+
         meta = {
             "kind": self.kind,
-            "xnumel": self.xnumel,
-            "rnumel": self.rnumel,
+            "xnumel": hint(self.xnumel),
+            "rnumel": hint(self.rnumel),
             "params": list(self.params),
             "uses_err": self.uses_err,
             "signature": sig,
+            # symbolic kernels: the size arguments (after the pointers) and the launch sizes
+            # as Python expressions of them
+            "size_args": list(self.size_args),
+            "size_hints": [hint_of_name(n) for n in self.size_args],
+            "numel_exprs": [pexpr(self.xnumel), pexpr(self.rnumel)] if self.symbolic else None,
         }
         tail = [f"{self.kernel_name}.danlu_meta = {meta!r}", ""]
         return "\n".join(head + body + ["", ""] + tail)
 
 
 def _prod(sizes):
-    out = 1
+    out = sympy.Integer(1)
     for s in sizes:
         out *= s
     return out

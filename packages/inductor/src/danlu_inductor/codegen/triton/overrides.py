@@ -75,8 +75,13 @@ class TritonOverrides(ComparisonOps):
 
     def index_expr(self, expr, dtype):
         dims = self.k.dims_of(expr)
-        if not dims:
+        if not dims and not getattr(expr, "free_symbols", None):
             return self._e(constant(int(expr), dtype), dtype, dims)
+        if not dims:  # a symbolic size (a kernel argument): one value for every lane
+            dims = frozenset("x")
+            shape = self.k.shape(dims)
+            block = f"({texpr(expr)} + tl.zeros({shape}, tl.int64))"
+            return self._e(f"{block}.to({TL_DTYPE[compute_dtype(dtype)]})", dtype, dims)
         return self._e(f"({texpr(expr)}).to({TL_DTYPE[compute_dtype(dtype)]})", dtype, dims)
 
     def constant(self, value, dtype):
