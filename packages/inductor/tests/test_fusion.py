@@ -94,7 +94,11 @@ def test_buffer_reuse_after_free():
         b = torch.mm(a.cos(), w)
         return torch.mm(b.exp(), w)
 
-    c = check_same(fn, x, w, rtol=1e-4, atol=1e-4)
+    # exp then a 16-term sum: results reach ~1e2 and small ones come from cancellation, so the
+    # tolerance follows the output's scale (float32 rounding of the large terms), not 1e-4 flat
+    with torch.no_grad():
+        scale = fn(x.double(), w.double()).abs().max().item()
+    c = check_same(fn, x, w, rtol=1e-4, atol=1e-5 * scale)
     assert any("reuses" in m for m in c.report["memory"]), c.wrapper_source
 
 
