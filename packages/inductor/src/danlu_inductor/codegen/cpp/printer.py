@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 
-import sympy
 import torch
 
-from danlu_inductor.ir.symbols import Clamp, FloorDiv, IMod
+from danlu_inductor.codegen.index_printer import IndexPrinter
 
 # storage types (what pointers point to)
 STORAGE_CTYPE = {
@@ -31,33 +30,22 @@ def value_ctype(dtype: torch.dtype) -> str:
     return STORAGE_CTYPE[dtype]
 
 
-def cexpr(e) -> str:
-    """An integer index expression as C++ (all loop variables are non-negative int64)."""
-    e = sympy.sympify(e)
-    if e.is_Integer:
-        v = int(e)
+class _CppIndex(IndexPrinter):
+    """All loop variables are non-negative int64."""
+
+    div = "/"
+
+    def integer(self, v):
         return f"{v}LL" if abs(v) > 2**31 - 1 else str(v)
-    if e.is_Symbol:
-        return e.name
-    if isinstance(e, sympy.Add):
-        terms = [cexpr(a) for a in e.args]
-        return "(" + " + ".join(terms) + ")"
-    if isinstance(e, sympy.Mul):
-        return "(" + " * ".join(cexpr(a) for a in e.args) + ")"
-    if isinstance(e, FloorDiv):
-        return f"({cexpr(e.args[0])} / {cexpr(e.args[1])})"
-    if isinstance(e, IMod):
-        return f"({cexpr(e.args[0])} % {cexpr(e.args[1])})"
-    if isinstance(e, Clamp):
-        a, lo, hi = (cexpr(x) for x in e.args)
+
+    def clamp(self, a, lo, hi):
         return f"std::min<int64_t>(std::max<int64_t>({a}, {lo}), {hi})"
-    if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
-        return "(" + " * ".join([cexpr(e.base)] * int(e.exp)) + ")"
-    if isinstance(e, sympy.Max):
-        return "std::max<int64_t>(" + ", ".join(cexpr(a) for a in e.args) + ")"
-    if isinstance(e, sympy.Min):
-        return "std::min<int64_t>(" + ", ".join(cexpr(a) for a in e.args) + ")"
-    raise NotImplementedError(f"cannot print index expression {e} ({type(e).__name__})")
+
+    def extremum(self, name, args):
+        return f"std::{name}<int64_t>(" + ", ".join(args) + ")"
+
+
+cexpr = _CppIndex()  # an integer index expression as C++
 
 
 def constant(value, dtype: torch.dtype) -> str:

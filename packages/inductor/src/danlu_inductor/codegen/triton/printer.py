@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 
-import sympy
 import torch
 
-from danlu_inductor.ir.symbols import Clamp, FloorDiv, IMod
+from danlu_inductor.codegen.index_printer import IndexPrinter
 
 # pointer element types in a kernel signature (what ``triton.compile`` calls them)
 SIGNATURE_TYPE = {
@@ -49,40 +48,21 @@ def tl_compute(dtype: torch.dtype) -> str:
     return TL_DTYPE[compute_dtype(dtype)]
 
 
-def texpr(e) -> str:
-    """An integer index expression as Triton source.
+class _TritonIndex(IndexPrinter):
+    """Value-level floordiv/mod (possibly negative operands) go through ``dm.floordiv`` /
+    ``dm.pymod`` instead."""
 
-    FloorDiv and IMod in index math have non-negative operands (the IR's contract: loop
-    indices and clamped gather indices are >= 0), where C-style and floor division agree,
-    so they print as ``//`` and ``%``. Value-level floordiv/mod (possibly negative) go through
-    ``dm.floordiv``/``dm.pymod`` instead.
-    """
-    e = sympy.sympify(e)
-    if e.is_Integer:
-        return str(int(e))
-    if e.is_Symbol:
-        return e.name
-    if isinstance(e, sympy.Add):
-        return "(" + " + ".join(texpr(a) for a in e.args) + ")"
-    if isinstance(e, sympy.Mul):
-        return "(" + " * ".join(texpr(a) for a in e.args) + ")"
-    if isinstance(e, FloorDiv):
-        return f"({texpr(e.args[0])} // {texpr(e.args[1])})"
-    if isinstance(e, IMod):
-        return f"({texpr(e.args[0])} % {texpr(e.args[1])})"
-    if isinstance(e, Clamp):
-        a, lo, hi = (texpr(x) for x in e.args)
+    def clamp(self, a, lo, hi):
         return f"tl.minimum(tl.maximum({a}, {lo}), {hi})"
-    if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
-        return "(" + " * ".join([texpr(e.base)] * int(e.exp)) + ")"
-    if isinstance(e, (sympy.Max, sympy.Min)):
-        fn = "tl.maximum" if isinstance(e, sympy.Max) else "tl.minimum"
-        args = [texpr(a) for a in e.args]
+
+    def extremum(self, name, args):
         out = args[0]
         for a in args[1:]:
-            out = f"{fn}({out}, {a})"
+            out = f"tl.{name}imum({out}, {a})"
         return out
-    raise NotImplementedError(f"cannot print index expression {e} ({type(e).__name__})")
+
+
+texpr = _TritonIndex()  # an integer index expression as Triton source
 
 
 def literal(value, dtype: torch.dtype) -> str:
