@@ -250,19 +250,16 @@ def share_frame_cells(out, tx):
 def _trace(ctx, code, f_globals, f_locals, cells, closure, start, n_stack, policy=None):
     break_at: set[int] = set()
     reason = None
+
+    def translator(out):
+        return root_translator(
+            code, f_globals, f_locals, cells, closure, out, start_offset=start, stack_len=n_stack
+        )
+
     for _ in range(MAX_RESTARTS):
         out = OutputGraph(f_globals, dynamic=policy)
         try:
-            tx = root_translator(
-                code,
-                f_globals,
-                f_locals,
-                cells,
-                closure,
-                out,
-                start_offset=start,
-                stack_len=n_stack,
-            )
+            tx = translator(out)
         except Unsupported as e:
             out.restore_global_state()
             raise _SegmentPath(f"a value the frame starts with cannot be traced: {e.reason}") from e
@@ -284,16 +281,7 @@ def _trace(ctx, code, f_globals, f_locals, cells, closure, start, n_stack, polic
                 # The very first instruction breaks: the state is the frame's own.
                 out.restore_global_state()
                 out = OutputGraph(f_globals, dynamic=policy)
-                tx = root_translator(
-                    code,
-                    f_globals,
-                    f_locals,
-                    cells,
-                    closure,
-                    out,
-                    start_offset=start,
-                    stack_len=n_stack,
-                )
+                tx = translator(out)
                 insts, index = instructions_of(code)
                 tx.current = insts[index[off]]
                 return out, tx, None, reason
