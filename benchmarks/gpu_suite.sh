@@ -19,8 +19,9 @@ export PYTHONUNBUFFERED=1
 # NVLink multicast stays off on these shared hosts (KINDS.md), also for a one-GPU run.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # Caches on the machine's own disk, fresh on every machine: compile times are cold ones.
-export DANLU_CACHE_DIR=/tmp/danlu-cache TORCHINDUCTOR_CACHE_DIR=/tmp/torchinductor-cache
-export TRITON_CACHE_DIR=/tmp/triton-cache
+export DANLU_CACHE_DIR=${DANLU_CACHE_DIR:-/tmp/danlu-cache}
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/torchinductor-cache}
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache}
 # Nothing outside the machine can be reached; models are built from configs.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
