@@ -62,13 +62,35 @@ def profile(step, iters):
             k[1] += e.device_time / 1e3
     gpu = sum(v[1] for v in kernels.values()) / iters
     launches = sum(v[0] for v in kernels.values()) / iters
-    top = sorted(kernels.items(), key=lambda kv: -kv[1][1])[:15]
+    top = sorted(kernels.items(), key=lambda kv: -kv[1][1])[:30]
+    groups = {}
+    for name, (count, ms) in kernels.items():
+        g = groups.setdefault(kernel_group(name), [0, 0.0])
+        g[0] += count / iters
+        g[1] += ms / iters
     return {
         "wall_ms": round(wall, 3),
         "kernel_ms": round(gpu, 3),
         "launches": launches,
+        "groups": {k: (round(c), round(ms, 3)) for k, (c, ms) in sorted(groups.items())},
         "top": [(n[:90], c / iters, round(ms / iters, 3)) for n, (c, ms) in top],
     }
+
+
+def kernel_group(name: str) -> str:
+    """Which library or generator a CUDA kernel came from, by its name."""
+    low = name.lower()
+    if name.startswith("kernel") or name.startswith("triton_"):
+        return "generated (Triton)"
+    if any(k in low for k in ("sdpa", "flash", "fmha", "attention")):
+        return "attention library"
+    if any(k in low for k in ("conv", "cudnn", "implicit_gemm", "winograd")):
+        return "convolution library"
+    if any(k in low for k in ("nvjet", "gemm", "cutlass", "xmma", "cublas", "sm90_", "wgmma")):
+        return "matmul library"
+    if "memcpy" in low or "memset" in low:
+        return "copies"
+    return "other ATen"
 
 
 def main():
@@ -109,6 +131,8 @@ def main():
             f"{r['kernel_ms']} ms, {r['launches']:.0f} launches, first call {first:.1f} s",
             flush=True,
         )
+        for group, (count, ms) in r["groups"].items():
+            print(f"   {ms:8.3f} ms  x{count:<5}  [{group}]", flush=True)
         for name, count, ms in r["top"]:
             print(f"   {ms:8.3f} ms  x{count:<5.0f} {name}", flush=True)
         torch._dynamo.reset()
