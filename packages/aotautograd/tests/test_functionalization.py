@@ -146,6 +146,26 @@ def test_in_place_layout_change_is_refused():
         da.aot_function(f, da.run_graph)(torch.randn(3, 3))
 
 
+def test_in_place_restride_that_moves_no_element_is_traced():
+    # ATen pools a channels-last batch to 1x1 with a mean, then restrides the result in place
+    # (as_strided_ on size-1 dims only): nothing moves, so the trace goes on
+    def f(x):
+        pooled = torch.nn.functional.adaptive_avg_pool2d(x.relu(), 1)
+        return pooled.flatten(1) * 2
+
+    x = torch.randn(4, 6, 5, 7).to(memory_format=torch.channels_last).requires_grad_()
+    compiled, _, _ = check(f, [x])
+    _functional(compiled)
+
+    def g(x):  # a restride that does move elements is still refused
+        y = x * 1
+        y.as_strided_((3, 4), (1, 3))
+        return y + 1
+
+    with pytest.raises(da.AotNotSupported, match="shape or strides in place"):
+        da.aot_function(g, da.run_graph)(torch.randn(4, 3))
+
+
 def test_native_batch_norm_hidden_running_stat_writes_are_functionalized():
     # native_batch_norm updates running statistics in training without saying so in its schema
     def f(x, w, b, rm, rv):

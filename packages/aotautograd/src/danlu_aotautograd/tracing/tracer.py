@@ -356,6 +356,8 @@ class Tracer:
         if func is aten.native_batch_norm.default and args[5] and args[3] is not None:
             return self._native_batch_norm_training(args, kwargs)
         if torch.Tag.inplace_view in func.tags:  # t_, squeeze_, as_strided_: layout changes
+            if _inplace_view_is_noop(func, args, kwargs):
+                return args[0]
             raise AotNotSupported(f"{func} changes a tensor's shape or strides in place")
         if mutated_args(func):
             return self._functionalize(func, args, kwargs)
@@ -488,3 +490,20 @@ class Tracer:
         for name, value in self.constants.items():
             root.register_buffer(name, value, persistent=False)
         return fx.GraphModule(root, self.graph)
+
+
+def _inplace_view_is_noop(func, args, kwargs) -> bool:
+    """An in-place view op that leaves every element where it was: same sizes and offset,
+    strides differing only where a size is 0 or 1 (ATen's pooling to 1x1 restrides its result
+    to channels-last with ``as_strided_``). Such a call changes nothing a program can read."""
+    t = args[0]
+    if not isinstance(t, torch.Tensor):
+        return False
+    probe = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+    try:
+        func(probe, *args[1:], **kwargs)
+    except Exception:  # a call the meta kernel rejects is not ours to judge
+        return False
+    if probe.shape != t.shape or probe.storage_offset() != t.storage_offset():
+        return False
+    return all(n <= 1 or a == b for n, a, b in zip(t.shape, t.stride(), probe.stride()))
