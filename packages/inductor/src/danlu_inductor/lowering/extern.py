@@ -99,13 +99,14 @@ def make_extern(op, args, kwargs, kind: str, meta_val=None):
     rargs = pytree.tree_map(realize, list(args))
     rkwargs = pytree.tree_map(realize, dict(kwargs))
     node = graph.current_node
+    from_trace = False
     if meta_val is None and graph.shape_env is not None and node is not None:
         # symbolic sizes: the trace already describes the outputs
         val = node.meta.get("val")
         if val is not None and all(
             isinstance(v, torch.Tensor) or v is None for v in pytree.tree_leaves(val)
         ):
-            meta_val = val
+            meta_val, from_trace = val, True
     if meta_val is None:
         try:
             meta_val = op(*pytree.tree_map(_meta_arg, rargs), **pytree.tree_map(_meta_arg, rkwargs))
@@ -114,8 +115,10 @@ def make_extern(op, args, kwargs, kind: str, meta_val=None):
     mutates = _mutated_args(op, rargs, rkwargs)
 
     def layout_of(t):
-        if t.device.type not in ("cpu", "meta"):
-            raise NotLowered("non-CPU output")
+        # the trace's values carry the graph's device; a meta run gives "meta" unless the op
+        # made a real tensor somewhere we don't plan memory for
+        if not from_trace and t.device.type not in ("cpu", "meta"):
+            raise NotLowered(f"extern output on {t.device}")
         return FixedLayout(
             t.dtype,
             graph.to_exprs(t.shape),
