@@ -242,8 +242,21 @@ def slice_scatter(self, src, dim=0, start=None, end=None, step=1):
     start, end = max(0, min(start, n)), max(0, min(end, n))
     if end <= start or src.numel() == 0:
         return aten.clone.default(self)
+    if step == 1:
+        # src padded out to self's extent, chosen inside [start, end): elementwise, where an
+        # index_put would be a scatter a compiler cannot fuse
+        inside = aten.logical_and.default(
+            aten.ge.Scalar(iota(n, self), start), aten.lt.Scalar(iota(n, self), end)
+        )
+        inside = aten.view.default(inside, [1] * dim + [n] + [1] * (self.dim() - dim - 1))
+        return where(inside, _pad_along(src, dim, start, n - end), self)
     idx = iota(src.shape[dim], self, start=start, step=step)
     return aten.index_put.default(self, [None] * dim + [idx], src, False)
+
+
+def _pad_along(t, dim, before, after):
+    """``t`` with ``before`` zeros ahead of it and ``after`` behind it along ``dim``."""
+    return aten.constant_pad_nd.default(t, [0, 0] * (t.dim() - dim - 1) + [before, after], 0)
 
 
 @register(aten.diagonal_scatter.default)
@@ -290,6 +303,13 @@ def select_backward(grad_output, input_sizes, dim, index):
 
 @register(aten.slice_backward.default)
 def slice_backward(grad_output, input_sizes, dim, start, end, step):
+    dim = wrap_dim(dim, len(input_sizes))
+    n = input_sizes[dim]
+    start = 0 if start is None else (start + n if start < 0 else start)
+    end = n if end is None else (end + n if end < 0 else end)
+    start, end = max(0, min(start, n)), max(0, min(end, n))
+    if step == 1 and end > start and grad_output.shape[dim] == end - start:
+        return _pad_along(grad_output, dim, start, n - end)  # zeros around the gradient
     return slice_scatter(zeros(input_sizes, grad_output), grad_output, dim, start, end, step)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from danlu_primtorch.decompositions._helpers import to_dtype, where, zeros
+from danlu_primtorch.decompositions._helpers import iota, to_dtype, where
 from danlu_primtorch.decompositions.registry import register
 
 aten = torch.ops.aten
@@ -191,12 +191,15 @@ def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index
     elif reduction == NONE and squeeze:
         g = aten.unsqueeze.default(g, 0)
     vals = aten.neg.default(aten.mul.Tensor(w, g))
-    out = aten.scatter.src(
-        zeros(list(s.shape), s),
-        chan,
-        aten.unsqueeze.default(safe_t, chan),
-        aten.unsqueeze.default(aten.expand.default(vals, list(safe_t.shape)), chan),
-    )
+    # each row's target class takes -w*g, the others 0: a compare and a select (elementwise,
+    # so it fuses into the softmax backward that reads it) rather than a scatter into zeros
+    c = s.shape[chan]
+    classes = aten.view.default(iota(c, s), [1, c] + [1] * (s.dim() - 2))
+    hit = aten.eq.Tensor(classes, aten.unsqueeze.default(safe_t, chan))
+    # ignored rows get 0 even when every row is ignored (then g is 0/0 under "mean", as in ATen)
+    hit = aten.logical_and.default(hit, aten.unsqueeze.default(keep, chan))
+    vals = aten.unsqueeze.default(aten.expand.default(vals, list(safe_t.shape)), chan)
+    out = where(hit, vals, 0)
     return aten.squeeze.dims(out, [0]) if squeeze else out
 
 
