@@ -89,8 +89,10 @@ def _aot_eager(mode=None, options=None):
 def _inductor(mode=None, options=None):
     from .inductor_options import resolve
 
+    from danlu_inductor import decomposition_table
+
     settings = resolve(mode, options)
-    return aot_pipeline(inductor_compiler(settings), decompositions="canonical")
+    return aot_pipeline(inductor_compiler(settings), decompositions=decomposition_table())
 
 
 def own_backend(backend):

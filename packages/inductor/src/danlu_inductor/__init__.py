@@ -3,6 +3,7 @@
 __version__ = "0.2.0.dev0"
 
 from danlu_inductor.compile_fx import CompiledGraph, compile_fx, compile_fx_batch  # noqa: E402
+from danlu_inductor.decompositions import decomposition_table  # noqa: E402
 from danlu_inductor.inference import inference_backend  # noqa: E402
 from danlu_inductor.ir.symbols import DynamicShapeUnsupported, NotLowered  # noqa: E402
 from danlu_inductor.options import OPTIONS, validate_options  # noqa: E402
@@ -14,6 +15,7 @@ __all__ = [
     "NotLowered",
     "compile_fx",
     "compile_fx_batch",
+    "decomposition_table",
     "inference_backend",
     "validate_options",
 ]
