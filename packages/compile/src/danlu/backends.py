@@ -87,9 +87,9 @@ def _aot_eager(mode=None, options=None):
 
 @register_backend("inductor")
 def _inductor(mode=None, options=None):
-    from .inductor_options import resolve
-
     from danlu_inductor import decomposition_table
+
+    from .inductor_options import resolve
 
     settings = resolve(mode, options)
     return aot_pipeline(inductor_compiler(settings), decompositions=decomposition_table())
