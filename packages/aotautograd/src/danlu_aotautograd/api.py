@@ -16,6 +16,7 @@ from danlu_aotautograd.joint import trace_program
 from danlu_aotautograd.partition import min_cut_partition
 from danlu_aotautograd.runtime.boxed import BoxedGraph
 from danlu_aotautograd.runtime.compiled_function import CompiledProgram
+from danlu_aotautograd.tracing.attention_masks import unit_stride_attention_masks
 
 Compiler = Callable[[fx.GraphModule, list], Callable]
 
@@ -508,6 +509,8 @@ def aot_graph(
     compilation serves every size its shape guards allow. All-static examples compile now, for
     those shapes. ``True``: every dim of every tensor input symbolic; ``False``: never.
     """
+    if isinstance(gm, fx.GraphModule):
+        unit_stride_attention_masks(gm)
     described = _described_inputs(gm, example_inputs)
     symbolic = not all(_static(x) for x in described)
     if dynamic is None:
