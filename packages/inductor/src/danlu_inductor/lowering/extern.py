@@ -103,8 +103,10 @@ def make_extern(op, args, kwargs, kind: str, meta_val=None):
     if meta_val is None and graph.shape_env is not None and node is not None:
         # symbolic sizes: the trace already describes the outputs
         val = node.meta.get("val")
+        # GPU attention ops also return numbers (sequence lengths, RNG state): taken as traced
         if val is not None and all(
-            isinstance(v, torch.Tensor) or v is None for v in pytree.tree_leaves(val)
+            v is None or isinstance(v, (torch.Tensor, int, float, bool, torch.SymInt))
+            for v in pytree.tree_leaves(val)
         ):
             meta_val, from_trace = val, True
     if meta_val is None:
