@@ -267,6 +267,45 @@ def test_module_parameters_read_from_the_module_dicts_and_guarded():
     assert len(opt._capture_ctx.records) == 2
 
 
+class Blocks(torch.nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(n))
+        self.scale = 0.5
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = torch.tanh(b(x)) * self.scale
+        return x
+
+
+def test_guards_share_prefixes_and_index_module_lists_through_their_dicts():
+    # the trace's sources are gone when the check compiles: it still reuses each parent and
+    # reads submodules and list items from the module dicts, not through __getattr__
+    import gc
+
+    torch.manual_seed(0)
+    net = Blocks()
+    opt = danlu_dynamo.optimize("eager")(net)
+    x = torch.randn(2, 4)
+    gc.collect()
+    assert torch.equal(opt(x), net(x)) and torch.equal(opt(x), net(x))
+    (record,) = opt._capture_ctx.records
+    check = record.check_fn.source
+    assert "._modules['blocks']" in check and "._modules['1']" in check
+    assert "L['self'].blocks[1]" not in check and "L['self'].blocks" not in check.replace(
+        "._modules['blocks']", ""
+    )
+    assert "._modules['2']._parameters['weight']" in record.runner.source
+    net.blocks[1] = torch.nn.Linear(4, 4)  # a replaced item fails its identity guard
+    assert torch.equal(opt(x), net(x))
+    net.blocks.insert(0, torch.nn.Linear(4, 4))  # ModuleList renumbers: still eager's result
+    assert torch.equal(opt(x), net(x))
+    net.scale = 2.0
+    assert torch.equal(opt(x), net(x))
+    assert len(opt._capture_ctx.records) == 4
+
+
 def test_module_with_a_forward_hook_runs_the_hook_and_captures_forward():
     torch.manual_seed(0)
     net = Net()

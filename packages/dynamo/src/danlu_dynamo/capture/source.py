@@ -8,6 +8,7 @@ Guards and the graph-input fetcher are compiled from these expressions.
 from __future__ import annotations
 
 import keyword
+import re
 import weakref
 
 # expr -> Source, so guard compilation can find a source's parent and share its prefix.
@@ -45,7 +46,56 @@ class Source:
 
 
 def lookup(expr: str) -> Source | None:
-    return _interned.get(expr)
+    """The source of ``expr``: the interned one while it lives, else one rebuilt from the
+    text when ``expr`` is an attribute or constant-subscript read of a shorter expression
+    (so a parent can still be shared after the trace's sources were collected)."""
+    src = _interned.get(expr)
+    if src is not None:
+        return src
+    split = _split(expr)
+    if split is None:
+        return None
+    parent, suffix = split
+    return Source(expr, lookup(parent) or Source(parent), suffix)
+
+
+_ATTR = re.compile(r"\.([A-Za-z_]\w*)$")
+_ITEM = re.compile(r"\[(-?\d+|'[^'\\]*')\]$")
+
+
+def _split(expr: str):
+    """``(parent, suffix)`` for ``parent.name`` or ``parent[const]``, where ``parent`` is a
+    whole expression other than a bare name; else None."""
+    m = _ATTR.search(expr) or _ITEM.search(expr)
+    if m is None:
+        return None
+    parent = expr[: m.start()]
+    if parent.isidentifier() or not _balanced(parent):
+        return None
+    return parent, expr[m.start() :]
+
+
+def _balanced(text: str) -> bool:
+    """Brackets pair up outside string literals (single-quoted, as ``repr`` writes keys)."""
+    closing = {")": "(", "]": "[", "}": "{"}
+    stack: list[str] = []
+    quoted, i = False, 0
+    while i < len(text):
+        c = text[i]
+        if quoted:
+            if c == "\\":
+                i += 1
+            elif c == "'":
+                quoted = False
+        elif c == "'":
+            quoted = True
+        elif c in "([{":
+            stack.append(c)
+        elif c in closing:
+            if not stack or stack.pop() != closing[c]:
+                return False
+        i += 1
+    return not stack and not quoted
 
 
 def local_source(name: str) -> Source:
@@ -69,7 +119,18 @@ def fast_suffix(parent_value, suffix: str) -> str:
     whose ``name`` lives in ``_parameters``/``_buffers``/``_modules``: a dict lookup instead of
     ``Module.__getattr__`` (a Python call). Same value as long as nothing on the instance or
     its class shadows the name, which is what makes ``__getattr__`` run in the first place."""
-    if not suffix.startswith(".") or not _is_module(parent_value):
+    if not _is_module(parent_value):
+        return suffix
+    if suffix.startswith("[") and _is_plain_module_list(parent_value):
+        # ModuleList keeps its keys "0", "1", ... in order (it renumbers on insert/delete)
+        try:
+            index = int(suffix[1:-1])
+        except ValueError:
+            return suffix
+        if 0 <= index and str(index) in parent_value._modules:
+            return f"._modules[{str(index)!r}]"
+        return suffix
+    if not suffix.startswith("."):
         return suffix
     name = suffix[1:]
     d = parent_value.__dict__
@@ -79,6 +140,15 @@ def fast_suffix(parent_value, suffix: str) -> str:
         if name in d.get(store, ()):
             return f".{store}[{name!r}]"
     return suffix
+
+
+def _is_plain_module_list(value) -> bool:
+    import torch
+
+    return (
+        isinstance(value, torch.nn.ModuleList)
+        and type(value).__getitem__ is torch.nn.ModuleList.__getitem__
+    )
 
 
 def _is_module(value) -> bool:
