@@ -1,0 +1,63 @@
+"""What a cache hit's guard check costs on the GPU suite's models (built at full size on the
+CPU; the check reads only Python objects and tensor metadata, so no GPU is needed).
+
+For each model: capture its inference forward once (backend "eager"), then time the frame's
+check function, called as the frame hook calls it, on the same arguments.
+
+    python benchmarks/dynamo_guard_cost.py --models t5,gpt2,bert
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", default="t5,gpt2,bert")
+    p.add_argument("--calls", type=int, default=200)
+    args = p.parse_args()
+
+    from gpu_models_zoo import MODELS
+
+    import danlu_dynamo
+    from danlu_dynamo.capture import guard_codegen
+
+    checks = []
+    compile_for_frame = guard_codegen.GuardSet.compile_for_frame
+
+    def keep(self, f_globals, freevars, first_check=None, values=None):
+        # the same check without the "is this capture context active" test, to call directly
+        checks.append(compile_for_frame(self, f_globals, freevars, None, values))
+        return compile_for_frame(self, f_globals, freevars, first_check, values)
+
+    guard_codegen.GuardSet.compile_for_frame = keep
+    for name in args.models.split(","):
+        checks.clear()
+        module, make_inputs, _ = MODELS[name].build(False)
+        module.eval()
+        inputs = make_inputs(torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            danlu_dynamo.optimize("eager")(module)(*inputs)
+            check = checks[0]
+            names = [n for n in inspect.signature(type(module).forward).parameters if n != "self"]
+            frame_locals = {"self": module, **dict(zip(names, inputs))}
+            if not check(frame_locals):
+                raise SystemExit(f"{name}: the check fails: {check.failure_reason(frame_locals)}")
+            start = time.perf_counter()
+            for _ in range(args.calls):
+                check(frame_locals)
+            us = (time.perf_counter() - start) / args.calls * 1e6
+        print(f"{name}: {len(check.guards.splitlines())} guards, {us:.0f} us per check")
+
+
+if __name__ == "__main__":
+    main()
