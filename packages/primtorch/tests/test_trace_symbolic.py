@@ -190,3 +190,27 @@ def test_symbolic_fakes_and_symint_inputs_from_a_caller():
         x2 = torch.randn(rows, 4)
         torch.testing.assert_close(gm(x2, rows), f(x2, rows))
     assert "L['x'].size(0)" in env.format_guards()
+
+
+class AvgPoolNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        # avg_pool2d clamps window indices to size - 1: a symbolic number as a clamp bound
+        y = F.avg_pool2d(F.relu(self.conv(x)), 2)
+        return y.clamp(max=x.shape[-1] - 1).mean((2, 3))
+
+
+@pytest.mark.parametrize("level", ["canonical", "prims"])
+def test_symbolic_number_as_an_op_argument(level):
+    torch.manual_seed(0)
+    trace_and_rerun(
+        AvgPoolNet().eval(),
+        torch.randn(2, 3, 16, 20),
+        [0, 2, 3],
+        [(3, 3, 12, 28), (5, 3, 32, 8), (2, 3, 9, 13)],
+        decomposition_table(level),
+        shape_env=ShapeEnv(duck_shape=False),
+    )

@@ -95,11 +95,11 @@ def iota(n: int, like: torch.Tensor, dtype=torch.int64, start=0, step=1) -> torc
 def scalar_dtype(v, like: torch.Tensor) -> torch.dtype:
     """The dtype ATen's promotion gives ``like op v`` for a Python number ``v``."""
     t = like.dtype
-    if isinstance(v, bool):
+    if isinstance(v, (bool, torch.SymBool)):
         return t
-    if isinstance(v, int):
+    if isinstance(v, (int, torch.SymInt)):  # a symbolic size promotes as an int
         return torch.int64 if t == torch.bool else t
-    if isinstance(v, float):
+    if isinstance(v, (float, torch.SymFloat)):
         return t if (t.is_floating_point or t.is_complex) else torch.get_default_dtype()
     if isinstance(v, complex):
         return t if t.is_complex else torch.complex64
