@@ -461,3 +461,36 @@ def test_backend_falls_back_to_static_shapes_then_eager():
     aot = compiled.aot_module.aot
     assert len(aot.dynamic_refused) == 1
     assert aot.stats["traces"] == 1 + 3  # one symbolic attempt, then one static per shape
+
+
+def test_decomposition_that_needs_a_number_falls_back_to_static_shapes():
+    # a decomposition written for concrete sizes raises TypeError on a symbol: the backend
+    # compiles per static shape (with a warning), never surfacing the error to the caller
+    aten = torch.ops.aten
+
+    def relu_needs_ints(x):
+        if not all(isinstance(s, int) for s in x.shape):
+            raise TypeError("sizes must be ints here")
+        return aten.clamp_min.default(x, 0)
+
+    def f(x):
+        return torch.relu(x) * 3
+
+    gm = torch.fx.symbolic_trace(f)
+    compiled = da.aot_graph(
+        gm,
+        [torch.randn(4, 3)],
+        da.run_graph,
+        decompositions={aten.relu.default: relu_needs_ints},
+        on_unsupported="eager",
+        dynamic=True,
+    )
+    with pytest.warns(UserWarning, match="TypeError: sizes must be ints here"):
+        x = torch.randn(4, 3)
+        torch.testing.assert_close(compiled(x), f(x))
+    for n in (5, 7):
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(compiled(x), f(x))
+    aot = compiled.aot_module.aot
+    assert len(aot.dynamic_refused) == 1
+    assert all(c.program.shape_env is None for c in aot.compiled)

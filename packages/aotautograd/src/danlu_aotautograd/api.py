@@ -239,11 +239,14 @@ class AotFunction:
             log.info("danlu_aotautograd: tracing again: %s", reason)
         try:
             compiled = self._compile(flat, spec, joint=key[0], dynamic_dims=plan)
-        except AotNotSupported as e:
+        except (AotNotSupported, TypeError, NotImplementedError) as e:
+            # TypeError / NotImplementedError: a decomposition or meta function that wants a
+            # number where the trace has a symbol. A real error shows again in the static trace.
             if self.on_unsupported == "raise":
                 raise
             warnings.warn(
-                f"danlu_aotautograd: dynamic shapes unsupported here ({e}); compiling for "
+                f"danlu_aotautograd: dynamic shapes unsupported here ({type(e).__name__}: {e}); "
+                "compiling for "
                 "each static shape instead",
                 stacklevel=4,
             )
