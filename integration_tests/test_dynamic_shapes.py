@@ -110,3 +110,35 @@ def test_dynamic_true_gives_one_symbolic_graph_to_aotautograd():
             x = torch.randint(0, 50, (b, t))
             assert same(model(x), compiled(x))
     assert len(calls) == 1 and _symbolic_graph(calls[0])
+
+
+class _PoolNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 6, 3, padding=1)
+        self.pool = torch.nn.AvgPool2d(2)
+
+    def forward(self, x):
+        return self.pool(torch.relu(self.conv(x))).mean((2, 3))
+
+
+def test_avg_pool_convnet_compiles_once_for_all_image_sizes(caplog):
+    # the pooling's index clamp (size - 1) is a symbolic fill value: compiled, not eager
+    torch.manual_seed(torch.seed() % (1 << 31))
+    ref = _PoolNet()
+    model = _PoolNet()
+    model.load_state_dict(ref.state_dict())
+    danlu.reset()
+    compiled = danlu.compile(model, dynamic=True)
+    with caplog.at_level("WARNING"):
+        for s in (16, 20, 9, 31, 24):
+            x = torch.randn(2, 3, s, s + 3)
+            out, exp = compiled(x), ref(x)
+            assert same(exp, out), f"size {s}"
+            out.sum().backward()
+            exp.sum().backward()
+            for p, q in zip(model.parameters(), ref.parameters()):
+                assert same(q.grad, p.grad), f"grad, size {s}"
+                p.grad = q.grad = None
+    assert "cannot compile this graph" not in caplog.text, caplog.text
+    assert "recompil" not in caplog.text.lower()

@@ -29,6 +29,16 @@ def _cpu(device):
 
 def _fill(size, value, dtype):
     check_dtype(dtype)
+    if isinstance(value, sympy.Expr) and not value.is_number:
+        # a symbolic size as the value (a clamp bound of size - 1 under dynamic shapes)
+        if not value.is_integer:
+            raise NotLowered(f"symbolic fill value {value}")
+
+        def sized(index):
+            v = ops.index_expr(value, torch.int64)
+            return v if dtype == torch.int64 else ops.to_dtype(v, dtype)
+
+        return StorageBox(Pointwise(dtype, as_exprs(size), sized))
     return StorageBox(Pointwise(dtype, as_exprs(size), lambda index: ops.constant(value, dtype)))
 
 
