@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU model suite on the device machine (H200, CPython 3.12, torch 2.11, triton 3.6):
+# The GPU model suite on the GPU machine (H200, CPython 3.12, torch 2.11, triton 3.6):
 # installs the five danlu packages from this checkout, then runs benchmarks/gpu_models.py with
 # the arguments given, writing results.json, table.md, speedups.png and run.log to $OUT.
 #
