@@ -33,23 +33,23 @@ from danlu_primtorch.symbolic.shape_env import MAX_SIZE
 def mark_dynamic(t: torch.Tensor, dim) -> None:
     """Make ``t``'s dimension ``dim`` (an int or a list of ints) symbolic when captured."""
     dims = [dim] if isinstance(dim, int) else list(dim)
-    marks = set(getattr(t, "_danlu_dynamic_dims", ()))
-    marks.update(d % max(t.dim(), 1) for d in dims)
-    t._danlu_dynamic_dims = marks
-    static = getattr(t, "_danlu_static_dims", None)
-    if static:
-        t._danlu_static_dims = static - marks
+    _mark(t, dims, "_danlu_dynamic_dims", "_danlu_static_dims")
 
 
 def mark_static(t: torch.Tensor, dim=None) -> None:
     """Keep ``t``'s dimension ``dim`` (an int, a list, or None for all) static when captured."""
     dims = range(t.dim()) if dim is None else ([dim] if isinstance(dim, int) else list(dim))
-    marks = set(getattr(t, "_danlu_static_dims", ()))
+    _mark(t, dims, "_danlu_static_dims", "_danlu_dynamic_dims")
+
+
+def _mark(t: torch.Tensor, dims, into: str, out_of: str) -> None:
+    """Add ``dims`` to ``t``'s marks ``into`` and take them out of the opposite marks."""
+    marks = set(getattr(t, into, ()))
     marks.update(d % max(t.dim(), 1) for d in dims)
-    t._danlu_static_dims = marks
-    dyn = getattr(t, "_danlu_dynamic_dims", None)
-    if dyn:
-        t._danlu_dynamic_dims = dyn - marks
+    setattr(t, into, marks)
+    other = getattr(t, out_of, None)
+    if other:
+        setattr(t, out_of, other - marks)
 
 
 # Tensors read as attributes (module parameters and buffers, ``L['self'].bn.running_mean``)

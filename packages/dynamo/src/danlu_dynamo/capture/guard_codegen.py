@@ -12,6 +12,8 @@ import re
 
 import torch
 
+from .source import fast_suffix, lookup
+
 
 @dataclasses.dataclass(frozen=True)
 class Guard:
@@ -82,8 +84,6 @@ class GuardSet:
             return
         self._seen.add(expr)
         self.guards.append(Guard(kind, source, expr, others))
-        from .source import lookup
-
         for text in (source, *others):
             held = lookup(text) if text else None
             if held is not None:
@@ -242,8 +242,6 @@ class GuardSet:
         return fn
 
     def _lines(self, values=None):
-        from .source import fast_suffix, lookup
-
         lines = []
         var_of: dict[str, str] = {}
 

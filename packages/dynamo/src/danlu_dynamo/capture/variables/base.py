@@ -84,6 +84,13 @@ class Var:
             return cg.from_source(self.source)
         raise Unsupported(f"cannot rebuild {self} after the graph")
 
+    def reconstruct_held(self, cg, obj):
+        """``reconstruct`` for a Var holding the Python object ``obj`` itself (a function, a
+        callable): read again from its source when it has one, else that same object."""
+        if self.source is not None:
+            return cg.from_source(self.source)
+        return lambda ctx: obj
+
     def __repr__(self):
         return f"{type(self).__name__}()"
 

@@ -134,10 +134,7 @@ class UserFunctionVar(Var):
         )
 
     def reconstruct(self, cg):
-        if self.source is not None:
-            return cg.from_source(self.source)
-        fn = self.fn
-        return lambda ctx: fn
+        return self.reconstruct_held(cg, self.fn)
 
     def __repr__(self):
         return f"UserFunction({self.fn.__qualname__})"

@@ -131,10 +131,7 @@ class LruCacheVar(Var):
         raise Unsupported(f"attribute {name!r} of lru_cache function")
 
     def reconstruct(self, cg):
-        if self.source is not None:
-            return cg.from_source(self.source)
-        f = self.fn
-        return lambda ctx: f
+        return self.reconstruct_held(cg, self.fn)
 
     def __repr__(self):
         return f"LruCache({getattr(self.fn, '__qualname__', '?')})"
@@ -199,7 +196,4 @@ class RootLoggingCallVar(Var):
         return _record(tx, logging.getLogger(), self.method, args, kwargs, root=True)
 
     def reconstruct(self, cg):
-        if self.source is not None:
-            return cg.from_source(self.source)
-        f = self.fn
-        return lambda ctx: f
+        return self.reconstruct_held(cg, self.fn)

@@ -88,10 +88,7 @@ class WarnCallVar(Var):
         return ConstVar(None)
 
     def reconstruct(self, cg):
-        if self.source is not None:
-            return cg.from_source(self.source)
-        f = self.fn
-        return lambda ctx: f
+        return self.reconstruct_held(cg, self.fn)
 
     def __repr__(self):
         return "warnings.warn"
