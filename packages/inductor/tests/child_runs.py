@@ -13,6 +13,8 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+import time
+import traceback
 
 from filelock import FileLock
 
@@ -46,3 +48,34 @@ def run_once(tmp_path_factory, key, script, mode, env_extra, timeout=600):
                 (out_dir / "stderr.txt").write_text(proc.stderr)
                 raise AssertionError(proc.stderr[-4000:])
     return json.loads(out.read_text())
+
+
+# The Triton cases on a CPU: every kernel in the interpreter, and also compiled ahead of time
+# for sm_90 in the compile worker processes.
+TRITON_ON_CPU_ENV = {
+    "TRITON_INTERPRET": "1",
+    "DANLU_INDUCTOR_TRITON_ON_CPU": "1",
+    "DANLU_INDUCTOR_TRITON_CHECK_TARGET": "90",
+    "DANLU_COMPILE_THREADS": "2",
+}
+
+
+def ok(result: dict) -> dict:
+    """A case's result, after asserting it ran (else the child's traceback is the message)."""
+    assert result["ok"], result.get("error")
+    return result
+
+
+def record_cases(names, run_one, out_path) -> None:
+    """The child side: ``run_one(name)`` for each case (its dict of facts, or an exception),
+    timed, all written to ``out_path`` as JSON."""
+    results = {}
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            results[name] = {"ok": True, **run_one(name)}
+        except Exception:
+            results[name] = {"ok": False, "error": traceback.format_exc()[-3000:]}
+        results[name]["seconds"] = round(time.perf_counter() - t0, 2)
+    with open(out_path, "w") as f:
+        json.dump(results, f, indent=1, default=str)

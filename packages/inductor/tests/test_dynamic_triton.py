@@ -10,37 +10,27 @@ import pytest
 
 pytest.importorskip("triton", reason="the Triton backend needs the 'triton' extra")
 
-from child_runs import run_once  # noqa: E402
+from child_runs import TRITON_ON_CPU_ENV, ok, run_once  # noqa: E402
 from triton_dynamic_cases import CASES  # noqa: E402
-
-ENV = {
-    "TRITON_INTERPRET": "1",
-    "DANLU_INDUCTOR_TRITON_ON_CPU": "1",
-    "DANLU_INDUCTOR_TRITON_CHECK_TARGET": "90",
-    "DANLU_COMPILE_THREADS": "2",
-}
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    return run_once(tmp_path_factory, "triton_dynamic_cpu", "triton_dynamic_cases.py", "cpu", ENV)
-
-
-def _ok(r):
-    assert r["ok"], r.get("error")
-    return r
+    return run_once(
+        tmp_path_factory, "triton_dynamic_cpu", "triton_dynamic_cases.py", "cpu", TRITON_ON_CPU_ENV
+    )
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_symbolic_graph_matches_eager_at_every_size(results, name):
-    r = _ok(results[name])
+    r = ok(results[name])
     assert r["kernels"] >= 1 and r["sizes"] >= 5
     assert r["symbolic_args"], "sizes must be i64 kernel arguments, not specialised"
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_every_symbolic_kernel_compiles_once_for_sm90(results, name):
-    r = _ok(results[name])
+    r = ok(results[name])
     aot = r["aot"]
     assert sorted(a["kernel"] for a in aot) == sorted({a["kernel"] for a in aot})  # once each
     assert len(aot) == r["kernels"], aot
@@ -48,7 +38,7 @@ def test_every_symbolic_kernel_compiles_once_for_sm90(results, name):
 
 
 def test_training_forward_backward(results):
-    r = _ok(results["mlp_training"])
+    r = ok(results["mlp_training"])
     if "skipped" in r:
         pytest.skip(r["skipped"])
     assert r["graphs"] == 2 and r["kernels"] >= 2

@@ -11,38 +11,28 @@ import torch
 
 pytest.importorskip("triton", reason="the Triton backend needs the 'triton' extra")
 
-from child_runs import run_once  # noqa: E402
+from child_runs import TRITON_ON_CPU_ENV, ok, run_once  # noqa: E402
 from triton_wrapper_cases import CASES  # noqa: E402
 
 import danlu_inductor  # noqa: E402
 
-ENV = {
-    "TRITON_INTERPRET": "1",
-    "DANLU_INDUCTOR_TRITON_ON_CPU": "1",
-    "DANLU_INDUCTOR_TRITON_CHECK_TARGET": "90",
-    "DANLU_COMPILE_THREADS": "2",
-}
-
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    return run_once(tmp_path_factory, "triton_wrapper_cpu", "triton_wrapper_cases.py", "cpu", ENV)
-
-
-def _ok(r):
-    assert r["ok"], r.get("error")
-    return r
+    return run_once(
+        tmp_path_factory, "triton_wrapper_cpu", "triton_wrapper_cases.py", "cpu", TRITON_ON_CPU_ENV
+    )
 
 
 @pytest.mark.parametrize("name", [*CASES, "transformer_block"])
 def test_compile_fx_triton_matches_eager(results, name):
-    r = _ok(results[name])
+    r = ok(results[name])
     assert r["kernels"] >= 1
 
 
 @pytest.mark.parametrize("name", [*CASES, "transformer_block"])
 def test_every_kernel_compiles_for_sm90(results, name):
-    r = _ok(results[name])
+    r = ok(results[name])
     aot = r["aot"]
     compiled = {a["kernel"] for a in aot}
     assert len(compiled) == r["kernels"], aot
@@ -50,42 +40,42 @@ def test_every_kernel_compiles_for_sm90(results, name):
 
 
 def test_extern_and_aten_fallbacks_run_on_the_triton_path(results):
-    assert _ok(results["mm_bias_gelu"])["externs"] >= 1
-    assert _ok(results["bmm_softmax"])["externs"] >= 1
-    r = _ok(results["aten_fallback_cumsum"])
+    assert ok(results["mm_bias_gelu"])["externs"] >= 1
+    assert ok(results["bmm_softmax"])["externs"] >= 1
+    r = ok(results["aten_fallback_cumsum"])
     assert "aten.cumsum.default" in r["fallback_ops"], r
 
 
 def test_direct_launch_is_correct_across_alignments(results):
-    _ok(results["direct_launch"])
+    ok(results["direct_launch"])
 
 
 def test_misaligned_bf16_matmuls_are_padded(results):
-    assert _ok(results["padded_matmuls"])["padded"] == 2
+    assert ok(results["padded_matmuls"])["padded"] == 2
 
 
 def test_repeated_layers_compile_each_kernel_once(results):
-    r = _ok(results["repeated_layers"])
+    r = ok(results["repeated_layers"])
     assert r["unique"] < r["kernels"], r
 
 
 def test_out_of_bounds_gather_raises(results):
-    assert "index out of range" in _ok(results["out_of_bounds"])["raised"]
+    assert "index out of range" in ok(results["out_of_bounds"])["raised"]
 
 
 def test_failed_kernel_falls_back_to_aten_for_its_nodes(results):
-    r = _ok(results["forced_fallback"])
+    r = ok(results["forced_fallback"])
     assert r["triton_fallbacks"] and r["kernels"] >= 1
     assert "aten.erf.default" in r["fallback_ops"], r
 
 
 def test_wrapper_and_kernels_are_dumped_and_importable(results):
-    files = _ok(results["dump"])["files"]
+    files = ok(results["dump"])["files"]
     assert {"wrapper.py", "kernels.py", "loop_ir.txt", "fx_graph.txt"} <= set(files), files
 
 
 def test_cudagraphs_skipped_on_cpu_with_reason(results):
-    r = _ok(results["cudagraphs_option"])
+    r = ok(results["cudagraphs_option"])
     assert r["cudagraphs"].startswith("skipped: input 0 is on cpu"), r
     assert "out of range" in r["bad_index"], r
 
@@ -93,7 +83,7 @@ def test_cudagraphs_skipped_on_cpu_with_reason(results):
 def test_kernel_kinds(results):
     kinds = set()
     for name in CASES:
-        kinds |= set(_ok(results[name])["kinds"])
+        kinds |= set(ok(results[name])["kinds"])
     assert {"pointwise", "persistent_reduction", "reduction"} <= kinds, kinds
 
 
@@ -138,14 +128,14 @@ def test_mixed_devices_run_eagerly_with_reason():
 
 
 def test_max_autotune_widens_the_candidate_configs(results):
-    r = _ok(results["max_autotune"])
+    r = ok(results["max_autotune"])
     kernels = [k for k in r.values() if isinstance(k, dict)]
     assert kernels and all(k["candidates"] > 3 for k in kernels), r
 
 
 def test_cudagraph_runner_bookkeeping_without_a_gpu(results):
     """Capture replaced by re-running the call (see triton_wrapper_cases.py)."""
-    r = _ok(results["cudagraph_runner_logic"])
+    r = ok(results["cudagraph_runner_logic"])
     assert r["states"][0] == "warm-up", r
     assert "out of range" in r["bad_index"], r
     assert r["mutation"].startswith("captured (1x)"), r

@@ -8,16 +8,16 @@ kernel ahead of time for sm_90 (no GPU needed). Each case records its result in 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
-import traceback
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+from child_runs import record_cases  # noqa: E402
 
 torch.manual_seed(0)
 
@@ -379,35 +379,28 @@ def run_opinfo_sweep(device="cpu", deadline=None):
 def main(mode, out_path):
     if mode == "cuda":
         CASES.update({k: (f, m, set()) for k, (f, m) in BENCH.items()})
-    results = {}
     names = list(CASES)
     if mode == "cuda":
         names.append("opinfo")
     if mode == "interpret":
         assert os.environ.get("TRITON_INTERPRET") == "1"
         names += ["out_of_bounds", "opinfo"]
-    for name in names:
-        t0 = time.perf_counter()
-        try:
-            if name == "out_of_bounds":
-                info = run_out_of_bounds()
-            elif name == "opinfo" and mode == "cuda":
-                seconds = float(os.environ.get("DANLU_OPINFO_SECONDS", "360"))
-                info = run_opinfo_sweep("cuda", deadline=time.time() + seconds)
-            elif name == "opinfo":
-                info = run_opinfo_sweep()
-            elif mode == "interpret":
-                info = run_interpret(name)
-            elif mode == "cuda":
-                info = run_cuda(name, bench=name in BENCH)
-            else:
-                info = run_aot(name)
-            results[name] = {"ok": True, **info}
-        except Exception:
-            results[name] = {"ok": False, "error": traceback.format_exc()[-3000:]}
-        results[name]["seconds"] = round(time.perf_counter() - t0, 2)
-    with open(out_path, "w") as f:
-        json.dump(results, f, indent=1)
+
+    def run_one(name):
+        if name == "out_of_bounds":
+            return run_out_of_bounds()
+        if name == "opinfo" and mode == "cuda":
+            seconds = float(os.environ.get("DANLU_OPINFO_SECONDS", "360"))
+            return run_opinfo_sweep("cuda", deadline=time.time() + seconds)
+        if name == "opinfo":
+            return run_opinfo_sweep()
+        if mode == "interpret":
+            return run_interpret(name)
+        if mode == "cuda":
+            return run_cuda(name, bench=name in BENCH)
+        return run_aot(name)
+
+    record_cases(names, run_one, out_path)
 
 
 if __name__ == "__main__":

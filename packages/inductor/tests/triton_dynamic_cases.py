@@ -8,17 +8,16 @@ sizes against eager; OUT.json records what was checked.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
-import time
-import traceback
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+from child_runs import record_cases  # noqa: E402
 
 
 def _trace(fn, args):
@@ -166,25 +165,17 @@ def run_mlp_training():
 
 def main(mode, out_path):
     assert mode == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
-    results = {}
-    for name in [*CASES, "mlp_training"]:
-        t0 = time.perf_counter()
+
+    def run_one(name):
+        if name != "mlp_training":
+            return run_case(*CASES[name])
         try:
-            if name == "mlp_training":
-                try:
-                    import danlu_aotautograd  # noqa: F401
-                except ImportError:
-                    results[name] = {"ok": True, "skipped": "danlu_aotautograd not installed"}
-                    continue
-                info = run_mlp_training()
-            else:
-                info = run_case(*CASES[name])
-            results[name] = {"ok": True, **info}
-        except Exception:
-            results[name] = {"ok": False, "error": traceback.format_exc()[-3000:]}
-        results[name]["seconds"] = round(time.perf_counter() - t0, 2)
-    with open(out_path, "w") as f:
-        json.dump(results, f, indent=1, default=str)
+            import danlu_aotautograd  # noqa: F401
+        except ImportError:
+            return {"skipped": "danlu_aotautograd not installed"}
+        return run_mlp_training()
+
+    record_cases([*CASES, "mlp_training"], run_one, out_path)
 
 
 if __name__ == "__main__":

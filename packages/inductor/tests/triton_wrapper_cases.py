@@ -12,17 +12,16 @@ inputs and records what it checked in OUT.json.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
-import time
-import traceback
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+from child_runs import record_cases  # noqa: E402
 
 DEVICE = "cpu"
 
@@ -497,50 +496,23 @@ def main(mode, out_path):
     if mode == "cpu":
         assert os.environ.get("TRITON_INTERPRET") == "1"
         assert os.environ.get("DANLU_INDUCTOR_TRITON_ON_CPU") == "1"
-    names = list(CASES) + [
-        "transformer_block",
-        "out_of_bounds",
-        "forced_fallback",
-        "dump",
-        "cudagraphs_option",
-        "max_autotune",
-        "cudagraph_runner_logic",
-        "direct_launch",
-        "padded_matmuls",
-        "repeated_layers",
-    ]
-    results = {}
-    for name in names:
-        t0 = time.perf_counter()
-        try:
-            if name == "transformer_block":
-                info = run_transformer_block()
-            elif name == "out_of_bounds":
-                info = run_out_of_bounds()
-            elif name == "forced_fallback":
-                info = run_forced_fallback()
-            elif name == "dump":
-                info = run_dump(tempfile.mkdtemp(prefix="danlu_dump_"))
-            elif name == "cudagraphs_option":
-                info = run_cudagraphs_option()
-            elif name == "max_autotune":
-                info = run_max_autotune()
-            elif name == "cudagraph_runner_logic":
-                info = run_cudagraph_runner_logic()
-            elif name == "direct_launch":
-                info = run_direct_launch()
-            elif name == "padded_matmuls":
-                info = run_padded_matmuls()
-            elif name == "repeated_layers":
-                info = run_repeated_layers()
-            else:
-                info = run_case(name)
-            results[name] = {"ok": True, **info}
-        except Exception:
-            results[name] = {"ok": False, "error": traceback.format_exc()[-3000:]}
-        results[name]["seconds"] = round(time.perf_counter() - t0, 2)
-    with open(out_path, "w") as f:
-        json.dump(results, f, indent=1, default=str)
+    special = {
+        "transformer_block": run_transformer_block,
+        "out_of_bounds": run_out_of_bounds,
+        "forced_fallback": run_forced_fallback,
+        "dump": lambda: run_dump(tempfile.mkdtemp(prefix="danlu_dump_")),
+        "cudagraphs_option": run_cudagraphs_option,
+        "max_autotune": run_max_autotune,
+        "cudagraph_runner_logic": run_cudagraph_runner_logic,
+        "direct_launch": run_direct_launch,
+        "padded_matmuls": run_padded_matmuls,
+        "repeated_layers": run_repeated_layers,
+    }
+
+    def run_one(name):
+        return special[name]() if name in special else run_case(name)
+
+    record_cases([*CASES, *special], run_one, out_path)
 
 
 if __name__ == "__main__":
