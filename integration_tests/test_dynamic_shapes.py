@@ -10,21 +10,10 @@ import torch
 from models import IMAGE, LANGUAGE, make
 
 import danlu
-from danlu.testing import same
+from danlu.testing import counting_backend, same
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "packages" / "dynamo" / "tests"))
 from _dynamic_models import TinyConvNet, TinyTransformer  # noqa: E402
-
-
-def _counting(backend):
-    calls = []
-    inner = danlu.lookup_backend(backend)
-
-    def counting(gm, example_inputs):
-        calls.append(gm)
-        return inner(gm, example_inputs)
-
-    return calls, counting
 
 
 def _symbolic_graph(gm) -> bool:
@@ -42,7 +31,7 @@ def test_tiny_transformer_training_over_sequence_lengths(backend):
     ref = TinyTransformer()
     model = TinyTransformer()
     model.load_state_dict(ref.state_dict())
-    calls, be = _counting(backend)
+    calls, be = counting_backend(backend)
     compiled = danlu.compile(model, backend=be)
     g = torch.Generator().manual_seed(0)
     lengths = [5, 8, 13, 3, 21, 34, 9, 2, 17, 40, 6]
@@ -63,7 +52,7 @@ def test_tiny_transformer_training_over_sequence_lengths(backend):
 def test_tiny_convnet_over_batch_sizes_aot_eager():
     torch.manual_seed(0)
     model = TinyConvNet().eval()
-    calls, be = _counting("aot_eager")
+    calls, be = counting_backend("aot_eager")
     compiled = danlu.compile(model, backend=be)
     batches = [2, 3, 5, 8, 4, 13, 6, 21, 7, 10, 16]
     with torch.no_grad():
@@ -77,7 +66,7 @@ def test_tiny_convnet_over_batch_sizes_aot_eager():
 def test_language_models_over_sequence_lengths(name):
     model, inputs_for = make(name, train=False)
     model.eval()
-    calls, be = _counting("aot_eager")
+    calls, be = counting_backend("aot_eager")
     danlu.reset()
     compiled = danlu.compile(model, backend=be)
     lengths = [4, 7, 9, 12, 16, 5, 11, 3, 14, 10]
@@ -92,7 +81,7 @@ def test_language_models_over_sequence_lengths(name):
 def test_image_models_over_batch_sizes(name):
     model, inputs_for = make(name, train=False)
     model.eval()
-    calls, be = _counting("aot_eager")
+    calls, be = counting_backend("aot_eager")
     compiled = danlu.compile(model, backend=be)
     with torch.no_grad():
         for b in [2, 3, 5, 4, 7, 2, 6, 9, 3, 8, 10]:
@@ -103,7 +92,7 @@ def test_image_models_over_batch_sizes(name):
 
 def test_dynamic_true_gives_one_symbolic_graph_to_aotautograd():
     model = TinyTransformer().eval()
-    calls, be = _counting("aot_eager")
+    calls, be = counting_backend("aot_eager")
     compiled = danlu.compile(model, backend=be, dynamic=True)
     with torch.no_grad():
         for b, t in [(2, 3), (3, 9), (4, 17), (5, 30)]:

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import danlu
-from danlu.testing import same
+from danlu.testing import counting_backend, same
 
 
 class Net(torch.nn.Module):
@@ -20,24 +20,13 @@ class Net(torch.nn.Module):
         return y.view(b, t, c)[:, : t - 1].sum(1) * t
 
 
-def _count(backend):
-    calls = []
-    inner = danlu.lookup_backend(backend)
-
-    def counting(gm, example_inputs):
-        calls.append(gm)
-        return inner(gm, example_inputs)
-
-    return calls, counting
-
-
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_automatic_dynamic_compiles_twice_and_trains(backend):
     torch.manual_seed(0)
     ref = Net()
     model = Net()
     model.load_state_dict(ref.state_dict())
-    calls, be = _count(backend)
+    calls, be = counting_backend(backend)
     compiled = danlu.compile(model, backend=be)
     for b, t in [(2, 3), (3, 5), (4, 9), (2, 12), (5, 7), (3, 4), (6, 2), (2, 20), (7, 6), (4, 4)]:
         x = torch.randn(t, b, 8).transpose(0, 1)  # non-contiguous
@@ -52,26 +41,20 @@ def test_automatic_dynamic_compiles_twice_and_trains(backend):
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
-def test_dynamic_true_and_false(backend):
+@pytest.mark.parametrize("dynamic, compiles", [(True, 1), (False, 3)])
+def test_dynamic_true_and_false(backend, dynamic, compiles):
     model = Net().eval()
-    calls, be = _count(backend)
-    compiled = danlu.compile(model, backend=be, dynamic=True)
+    calls, be = counting_backend(backend)
+    compiled = danlu.compile(model, backend=be, dynamic=dynamic)
     with torch.no_grad():
         for t in (3, 6, 11):
             x = torch.randn(2, t, 8)
             assert same(model(x), compiled(x))
-    assert len(calls) == 1
-    calls, be = _count(backend)
-    compiled = danlu.compile(model, backend=be, dynamic=False)
-    with torch.no_grad():
-        for t in (3, 6, 11):
-            x = torch.randn(2, t, 8)
-            assert same(model(x), compiled(x))
-    assert len(calls) == 3
+    assert len(calls) == compiles
 
 
 def test_mark_dynamic_is_reexported():
-    calls, be = _count("eager")
+    calls, be = counting_backend("eager")
     compiled = danlu.compile(lambda x: x.cumsum(0) * x.shape[0], backend=be)
     x = torch.randn(5, 3)
     danlu.mark_dynamic(x, 0)
@@ -81,7 +64,7 @@ def test_mark_dynamic_is_reexported():
     assert len(calls) == 1
     z = torch.randn(4, 3)
     danlu.mark_static(z, 0)
-    calls2, be2 = _count("eager")
+    calls2, be2 = counting_backend("eager")
     compiled2 = danlu.compile(lambda x: x + 1, backend=be2, dynamic=True)
     compiled2(z)
     ph = next(n for n in calls2[0].graph.nodes if n.op == "placeholder")

@@ -4,6 +4,9 @@
 against the float64 result is at most `multiplier` times eager's own RMS error plus `tol`; so a
 compiled model is held to eager's precision, not to bit equality. Without a float64 reference
 it falls back to `allclose(rtol, atol)` or, when `cos_similarity` is set, a cosine similarity.
+
+`counting_backend(name)`: a backend that records every captured graph it is given, then hands
+it to the backend `name`; for tests that count compiles.
 """
 
 from __future__ import annotations
@@ -63,3 +66,18 @@ def same(
                 continue
         return False
     return True
+
+
+def counting_backend(backend="eager"):
+    """``(graphs, counting)``: ``counting`` appends each captured graph to ``graphs`` and
+    compiles it with ``backend`` (a name or a backend callable)."""
+    from .backends import lookup_backend
+
+    graphs = []
+    inner = lookup_backend(backend) if isinstance(backend, str) else backend
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return inner(gm, example_inputs)
+
+    return graphs, counting
