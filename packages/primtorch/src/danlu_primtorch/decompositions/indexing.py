@@ -237,9 +237,7 @@ def select_scatter(self, src, dim, index):
 def slice_scatter(self, src, dim=0, start=None, end=None, step=1):
     dim = wrap_dim(dim, self.dim())
     n = self.shape[dim]
-    start = 0 if start is None else (start + n if start < 0 else start)
-    end = n if end is None else (end + n if end < 0 else end)
-    start, end = max(0, min(start, n)), max(0, min(end, n))
+    start, end = _slice_bounds(n, start, end)
     if end <= start or src.numel() == 0:
         return aten.clone.default(self)
     if step == 1:
@@ -252,6 +250,13 @@ def slice_scatter(self, src, dim=0, start=None, end=None, step=1):
         return where(inside, _pad_along(src, dim, start, n - end), self)
     idx = iota(src.shape[dim], self, start=start, step=step)
     return aten.index_put.default(self, [None] * dim + [idx], src, False)
+
+
+def _slice_bounds(n, start, end):
+    """A slice's ``start``/``end`` (None or negative allowed) as positions in ``[0, n]``."""
+    start = 0 if start is None else (start + n if start < 0 else start)
+    end = n if end is None else (end + n if end < 0 else end)
+    return max(0, min(start, n)), max(0, min(end, n))
 
 
 def _pad_along(t, dim, before, after):
@@ -305,9 +310,7 @@ def select_backward(grad_output, input_sizes, dim, index):
 def slice_backward(grad_output, input_sizes, dim, start, end, step):
     dim = wrap_dim(dim, len(input_sizes))
     n = input_sizes[dim]
-    start = 0 if start is None else (start + n if start < 0 else start)
-    end = n if end is None else (end + n if end < 0 else end)
-    start, end = max(0, min(start, n)), max(0, min(end, n))
+    start, end = _slice_bounds(n, start, end)
     if step == 1 and end > start and grad_output.shape[dim] == end - start:
         return _pad_along(grad_output, dim, start, n - end)  # zeros around the gradient
     return slice_scatter(zeros(input_sizes, grad_output), grad_output, dim, start, end, step)
