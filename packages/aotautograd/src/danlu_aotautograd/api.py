@@ -246,8 +246,7 @@ class AotFunction:
                 raise
             warnings.warn(
                 f"danlu_aotautograd: dynamic shapes unsupported here ({type(e).__name__}: {e}); "
-                "compiling for "
-                "each static shape instead",
+                "compiling for each static shape instead",
                 stacklevel=4,
             )
             self.dynamic_refused.add(dynamic_key)
