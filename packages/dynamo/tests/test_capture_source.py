@@ -22,6 +22,13 @@ def test_text_split_of_attribute_and_constant_item_reads():
     assert _split("L['it]s'].x") == ("L['it]s']", ".x")  # a bracket inside a key
 
 
+def test_a_cells_contents_are_read_whole():
+    # the frame hook passes closure cells' contents by name: C[i].cell_contents is one read
+    assert _split("C[0].cell_contents") is None
+    assert _split("K['x'].cell_contents") is None
+    assert _split("C[0].cell_contents.weight") == ("C[0].cell_contents", ".weight")
+
+
 def test_roots_and_malformed_text_have_no_parent():
     assert _split("L['self']") is None  # the root: L is a bare name
     assert _split("(a].b") is None  # brackets that do not pair up

@@ -61,6 +61,7 @@ def lookup(expr: str) -> Source | None:
 
 _ATTR = re.compile(r"\.([A-Za-z_]\w*)$")
 _ITEM = re.compile(r"\[(-?\d+|'[^'\\]*')\]$")
+_CELL = re.compile(r"[CK]\[[^\]]*\]")
 
 
 def _split(expr: str):
@@ -70,8 +71,8 @@ def _split(expr: str):
     if m is None:
         return None
     parent = expr[: m.start()]
-    if parent.isidentifier() or not _balanced(parent):
-        return None
+    if parent.isidentifier() or _CELL.fullmatch(parent) or not _balanced(parent):
+        return None  # a cell's contents are read as one (the frame hook passes them by name)
     return parent, expr[m.start() :]
 
 
