@@ -57,11 +57,6 @@ class GuardSet:
     def __init__(self):
         self.guards: list[Guard] = []
         self._seen: set[str] = set()
-        # The guarded sources, kept alive: sources are interned weakly, and the check function
-        # (compiled after the trace) finds each one's parent through them to share prefixes
-        # and read module attributes from the module's dicts. A source collected before that
-        # is read whole, through ``Module.__getattr__`` and ``ModuleList.__getitem__``.
-        self._sources: list = []
         self.env: dict[str, object] = {
             "__name__": "danlu_dynamo.generated",
             "___tensor_match": _tensor_match,
@@ -84,10 +79,6 @@ class GuardSet:
             return
         self._seen.add(expr)
         self.guards.append(Guard(kind, source, expr, others))
-        for text in (source, *others):
-            held = lookup(text) if text else None
-            if held is not None:
-                self._sources.append(held)
 
     def type_match(self, source: str, value):
         self.add("TYPE_MATCH", source, f"type({source}) is {self._const(type(value))}")
