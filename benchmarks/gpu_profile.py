@@ -77,6 +77,28 @@ def profile(step, iters):
     }
 
 
+def host_profile(step, iters, path):
+    """cProfile over ``iters`` steps: where the host time of a step goes (Python side)."""
+    import cProfile
+    import io
+    import pstats
+
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(iters):
+        step()
+    torch.cuda.synchronize()
+    prof.disable()
+    buf = io.StringIO()
+    stats = pstats.Stats(prof, stream=buf)
+    stats.sort_stats("tottime").print_stats(40)
+    stats.sort_stats("cumulative").print_stats(40)
+    with open(path, "w") as f:
+        f.write(buf.getvalue())
+    print(buf.getvalue()[:6000], flush=True)
+
+
 def kernel_group(name: str) -> str:
     """Which library or generator a CUDA kernel came from, by its name."""
     low = name.lower()
@@ -101,6 +123,11 @@ def main():
     p.add_argument("--danlu-mode", default=None)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--out", default="/tmp/danlu-profile")
+    p.add_argument(
+        "--host-profile",
+        action="store_true",
+        help="also run cProfile over a few danlu steps and print the top host functions",
+    )
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     import danlu
@@ -135,6 +162,8 @@ def main():
             print(f"   {ms:8.3f} ms  x{count:<5}  [{group}]", flush=True)
         for name, count, ms in r["top"]:
             print(f"   {ms:8.3f} ms  x{count:<5.0f} {name}", flush=True)
+        if args.host_profile and b == "danlu":
+            host_profile(step, args.iters, os.path.join(args.out, f"host_{args.model}_{args.mode}.txt"))
         torch._dynamo.reset()
     with open(os.path.join(args.out, f"profile_{args.model}_{args.mode}.json"), "w") as f:
         json.dump(results, f, indent=1)
