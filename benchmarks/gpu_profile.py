@@ -163,7 +163,9 @@ def main():
         for name, count, ms in r["top"]:
             print(f"   {ms:8.3f} ms  x{count:<5.0f} {name}", flush=True)
         if args.host_profile and b == "danlu":
-            host_profile(step, args.iters, os.path.join(args.out, f"host_{args.model}_{args.mode}.txt"))
+            host_profile(
+                step, args.iters, os.path.join(args.out, f"host_{args.model}_{args.mode}.txt")
+            )
         torch._dynamo.reset()
     with open(os.path.join(args.out, f"profile_{args.model}_{args.mode}.json"), "w") as f:
         json.dump(results, f, indent=1)

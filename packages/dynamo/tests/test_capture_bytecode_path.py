@@ -306,6 +306,34 @@ def test_guards_share_prefixes_and_index_module_lists_through_their_dicts():
     assert len(opt._capture_ctx.records) == 4
 
 
+def test_sequential_items_read_through_the_dict_follow_changes_to_the_sequential():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 3))
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = net
+
+        def forward(self, x):
+            return self.body(x) * 2
+
+    outer = Outer()
+    opt = danlu_dynamo.optimize("eager")(outer)
+    x = torch.randn(2, 4)
+    assert torch.equal(opt(x), outer(x)) and torch.equal(opt(x), outer(x))
+    runner = opt._capture_ctx.records[0].runner.source
+    assert "._modules['body']._modules['2']._parameters['weight']" in runner
+    net[2] = torch.nn.Linear(4, 3)  # replaced item: identity guard fails
+    assert torch.equal(opt(x), outer(x))
+    net.insert(0, torch.nn.Linear(4, 4))  # keys renumbered: items shift
+    assert torch.equal(opt(x), outer(x))
+    del net[0]
+    net.add_module("tail", torch.nn.ReLU())  # a named key: indexing is Sequential's own
+    assert torch.equal(opt(x), outer(x))
+    assert torch.equal(opt(x), outer(x))
+
+
 def test_module_with_a_forward_hook_runs_the_hook_and_captures_forward():
     torch.manual_seed(0)
     net = Net()

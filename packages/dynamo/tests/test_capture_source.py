@@ -1,6 +1,8 @@
 """Source expressions: an expression whose interned source was collected is split back into
 parent and suffix from its text, so guards and runners can still share the parent's read."""
 
+import collections
+
 import torch
 
 from danlu_dynamo.capture.source import fast_suffix, local_source, lookup
@@ -52,5 +54,9 @@ def test_module_list_items_are_read_from_the_dict_only_for_plain_module_lists():
             return super().__getitem__(len(self) - 1 - i)
 
     assert fast_suffix(Custom(torch.nn.Identity() for _ in range(2)), "[0]") == "[0]"
-    seq = torch.nn.Sequential(torch.nn.Identity())
-    assert fast_suffix(seq, "[0]") == "[0]"  # Sequential keys may be names
+    seq = torch.nn.Sequential(torch.nn.Identity(), torch.nn.Identity())
+    assert fast_suffix(seq, "[1]") == "._modules['1']"  # positional: keys "0", "1", ...
+    named = torch.nn.Sequential(
+        collections.OrderedDict(a=torch.nn.Identity(), b=torch.nn.Identity())
+    )
+    assert fast_suffix(named, "[0]") == "[0]"  # keys are names: the index is Sequential's

@@ -64,6 +64,23 @@ CASES = {
         lambda: [torch.randn(5, 3, 7).permute(1, 2, 0)],
         {"pointwise"},
     ),
+    # channels-last values: stores follow memory order, intermediates keep eager's strides
+    "channels_last_pointwise": (
+        lambda x, y: (x * 2 + y).relu(),
+        lambda: [
+            torch.randn(3, 5, 6, 7).to(memory_format=torch.channels_last),
+            torch.randn(5, 1, 1),
+        ],
+        {"pointwise"},
+    ),
+    "conv_after_channels_last_pointwise": (
+        lambda x, w: F.conv2d((x * 2).relu(), w, padding=1),
+        lambda: [
+            torch.randn(2, 4, 9, 8).to(memory_format=torch.channels_last),
+            torch.randn(6, 4, 3, 3),
+        ],
+        {"pointwise"},
+    ),
     "math_ops": (
         lambda x, y: (
             torch.log1p(x.abs())
@@ -231,6 +248,11 @@ def _all_triton(c):
     return c
 
 
+# cases whose kernel count says a layout decision worked: the pointwise result is stored
+# channels-last for the convolution, whose channels-last output then needs no copy
+KERNEL_COUNTS = {"conv_after_channels_last_pointwise": 1}
+
+
 def run_interpret(name):
     fn, make, kinds = CASES[name]
     inputs = make()
@@ -242,8 +264,12 @@ def run_interpret(name):
     for g, r in zip(got, ref):
         assert g.shape == r.shape and g.dtype == r.dtype, (g.shape, r.shape, g.dtype, r.dtype)
         torch.testing.assert_close(g, r, equal_nan=True, **_tol(r.dtype))
+        if r.numel() > 1 and len(set(r.stride())) == r.dim():
+            assert g.stride() == r.stride(), (g.stride(), r.stride())
     made = {a.kind for a in c.artifacts}
     assert kinds <= made, (kinds, made)
+    if name in KERNEL_COUNTS:
+        assert len(c.artifacts) == KERNEL_COUNTS[name], [a.name for a in c.artifacts]
     assert "fallback_reason" not in c.report, c.report["fallback_reason"]
     return {"kernels": len(c.artifacts), "kinds": sorted(made)}
 

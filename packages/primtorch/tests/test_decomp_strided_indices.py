@@ -40,3 +40,17 @@ def test_index_fill_with_strided_index():
         ref = aten.index_fill.int_Scalar(x, 0, index, -1.5)
         out = table[aten.index_fill.int_Scalar](x, 0, index, -1.5)
         torch.testing.assert_close(out, ref, rtol=0, atol=0)
+
+
+def test_layer_norm_of_a_permuted_input_is_contiguous_like_aten():
+    # ConvNeXt normalises NHWC views of NCHW tensors; ATen's result is contiguous, and the
+    # matmul after it folds into one mm only when ours is too
+    table = decomposition_table("canonical")
+    torch.manual_seed(1)
+    x = torch.randn(3, 6, 5, 4).permute(0, 2, 3, 1)
+    w, b = torch.randn(6), torch.randn(6)
+    ref = aten.native_layer_norm.default(x, [6], w, b, 1e-5)
+    out = table[aten.native_layer_norm.default](x, [6], w, b, 1e-5)
+    for o, r in zip(out, ref):
+        torch.testing.assert_close(o, r, rtol=1e-5, atol=1e-5)
+        assert o.stride() == r.stride()

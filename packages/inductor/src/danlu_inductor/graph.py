@@ -31,8 +31,13 @@ class GraphLowering:
     """``force_fallback``: FX node names that run as ATen fallback kernels even when a
     lowering exists (a backend failed to build a kernel for a group they were fused into)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs, force_fallback=()):
+    def __init__(
+        self, gm: torch.fx.GraphModule, example_inputs, force_fallback=(), eager_layouts=False
+    ):
         self.gm = gm
+        # eager_layouts: a pointwise result stored in memory takes the strides eager gives it
+        # (channels-last stays channels-last) instead of contiguous ones
+        self.eager_layouts = eager_layouts
         self.force_fallback = frozenset(force_fallback)
         self.example_inputs = list(example_inputs)
         self.buffers: list[ir.Buffer] = []
@@ -163,6 +168,8 @@ class GraphLowering:
                     )
                     result = self._call(node, args, kwargs)
                     self._tag_origins(result, node.name)
+                    if self.eager_layouts:
+                        self._prefer_eager_strides(node, result, (args, kwargs))
                     if users[node] > 1:
                         for r in pytree.tree_leaves(result):
                             if isinstance(r, ir.StorageBox):
@@ -176,6 +183,24 @@ class GraphLowering:
         finally:
             ir._current.graph = prev
         return self
+
+    def _prefer_eager_strides(self, node, result, inputs):
+        """Remember eager's stride order on a new pointwise box: if it is ever stored, it is
+        stored that way (a residual add after a permute back to NCHW stays channels-last, and
+        the convolution or layer norm that reads it next reads contiguously)."""
+        if not (isinstance(result, ir.StorageBox) and isinstance(result.data, ir.Pointwise)):
+            return
+        if getattr(result, "preferred_stride", None) is not None or self.shape_env is not None:
+            return
+        if any(result is a for a in pytree.tree_leaves(inputs)):
+            return  # the op passed an input through: that box belongs to its producer
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or val.dim() < 2 or val.is_contiguous():
+            return
+        size = result.get_size()
+        if [int(s) for s in size] != list(val.shape) or not _dense(val):
+            return
+        result.preferred_stride = strides_for_order(size, list(val.stride()))
 
     @staticmethod
     def _tag_origins(result, name):

@@ -123,7 +123,9 @@ def fast_suffix(parent_value, suffix: str) -> str:
     if not _is_module(parent_value):
         return suffix
     if suffix.startswith("[") and _is_plain_module_list(parent_value):
-        # ModuleList keeps its keys "0", "1", ... in order (it renumbers on insert/delete)
+        # ModuleList keeps its keys "0", "1", ... in order (it renumbers on insert/delete);
+        # a Sequential built from positional modules has the same keys. Should the keys
+        # change, the key read fails or finds the object its id guard expects.
         try:
             index = int(suffix[1:-1])
         except ValueError:
@@ -146,10 +148,13 @@ def fast_suffix(parent_value, suffix: str) -> str:
 def _is_plain_module_list(value) -> bool:
     import torch
 
-    return (
-        isinstance(value, torch.nn.ModuleList)
-        and type(value).__getitem__ is torch.nn.ModuleList.__getitem__
-    )
+    if isinstance(value, torch.nn.ModuleList):
+        return type(value).__getitem__ is torch.nn.ModuleList.__getitem__
+    if isinstance(value, torch.nn.Sequential):
+        return type(value).__getitem__ is torch.nn.Sequential.__getitem__ and all(
+            k == str(i) for i, k in enumerate(value._modules)
+        )
+    return False
 
 
 def _is_module(value) -> bool:

@@ -273,6 +273,8 @@ class StorageBox:
         if isinstance(self.data, Buffer):
             return self.data
         layout = FlexibleLayout(self.get_dtype(), self.get_size())
+        if stride is None:
+            stride = getattr(self, "preferred_stride", None)
         if stride is not None:
             layout = layout.fix(stride)
         buf = ComputedBuffer(None, layout, self.data)

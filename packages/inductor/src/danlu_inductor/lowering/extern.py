@@ -23,6 +23,7 @@ from danlu_inductor.ir.nodes import (
 )
 from danlu_inductor.ir.symbols import to_int
 from danlu_inductor.lowering.registry import NotLowered, aten, is_node, register
+from danlu_primtorch.fake.conv_layout import restride_conv_output
 
 EXTERN_OPS = (
     aten.mm.default,
@@ -110,10 +111,15 @@ def make_extern(op, args, kwargs, kind: str, meta_val=None):
         ):
             meta_val, from_trace = val, True
     if meta_val is None:
+        margs = pytree.tree_map(_meta_arg, rargs)
         try:
-            meta_val = op(*pytree.tree_map(_meta_arg, rargs), **pytree.tree_map(_meta_arg, rkwargs))
+            meta_val = op(*margs, **pytree.tree_map(_meta_arg, rkwargs))
         except Exception as e:  # no meta kernel: we cannot describe the outputs
             raise NotLowered(f"no output metadata for {op}: {e}") from e
+        if op is aten.convolution.default:
+            # the library writes channels-last for channels-last operands; the meta kernel
+            # always says contiguous
+            meta_val = restride_conv_output(meta_val, margs[0], margs[1])
     mutates = _mutated_args(op, rargs, rkwargs)
 
     def layout_of(t):

@@ -44,7 +44,12 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
         out = aten.mul.Tensor(out, weight)
     if bias is not None:
         out = aten.add.Tensor(out, bias)
-    return to_dtype(out, input.dtype), mean, rstd
+    out = to_dtype(out, input.dtype)
+    if not out.is_contiguous():
+        # ATen's kernels write a contiguous result whatever the input's strides; matmuls after
+        # a layer norm over a permuted input (ConvNeXt's NHWC blocks) fold into one mm only then
+        out = aten.clone.default(out, memory_format=torch.contiguous_format)
+    return out, mean, rstd
 
 
 @register(aten.native_layer_norm_backward.default)

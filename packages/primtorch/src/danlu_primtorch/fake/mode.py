@@ -15,6 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from torch.utils.weak import WeakIdKeyDictionary
 
+from .conv_layout import restride_conv_output
 from .data_factories import DataFactoryDeviceMode
 from .devices import normalize_device, output_device
 from .errors import DataDependentOutputError, FakeTensorMixingError, UnsupportedFakeOp
@@ -239,6 +240,8 @@ class FakeTensorMode(TorchDispatchMode):
                 raise UnsupportedFakeOp(func, f"no meta kernel ({e})") from e
             return run_on_zeros(func, args, kwargs, lambda m: FakeTensor(self, m, device))
 
+        if func is aten.convolution.default and not symbolic:
+            out = restride_conv_output(out, args[0], args[1])
         if device.type == "cpu" and func in _CPU_NORM_STATS:
             out = self._cpu_norm_stats(func, args, out, device)
 

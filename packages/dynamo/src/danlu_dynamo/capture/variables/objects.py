@@ -325,8 +325,20 @@ class ModuleVar(ObjectVar):
         fsrc = Source(f"type({self.source.expr}).forward") if self.source is not None else None
         return UserFunctionVar(fwd, fsrc).call(tx, [self, *args], kwargs)
 
+    def _guard_members(self, tx):
+        """What a container holds decides the trace (loops over it, its length, its keys):
+        guarded on the registry dict, so an appended or removed member recompiles."""
+        if self.source is None:
+            return
+        mod = self.value
+        for store in ("_modules", "_parameters"):
+            members = mod.__dict__.get(store)
+            if members:
+                tx.output.guards.dict_keys(f"{self.source.expr}.{store}", members)
+
     def unpack(self, tx):
         mod = self.value
+        self._guard_members(tx)
         if isinstance(mod, (torch.nn.ModuleList, torch.nn.Sequential)):
             return [
                 tx.output.wrap(m, self.source.item(i) if self.source else None)
@@ -353,6 +365,15 @@ class ModuleVar(ObjectVar):
                 torch.nn.ParameterDict,
             ),
         )
+        if container and name in (
+            "__getitem__",
+            "__len__",
+            "__contains__",
+            "items",
+            "keys",
+            "values",
+        ):
+            self._guard_members(tx)
         if container and name == "__getitem__":
             key = args[0]
             if not key.is_const():

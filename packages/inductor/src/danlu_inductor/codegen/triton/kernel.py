@@ -96,6 +96,11 @@ class TritonKernel:
             and is_static(self.rnumel)
             and int(self.rnumel) <= PERSISTENT_MAX_RNUMEL
         )
+        # the x dims in the order the flat index is decomposed (outermost first): logical
+        # order, or the memory order of what a pointwise kernel stores (channels-last)
+        self.order = list(range(len(self.xsizes))) if self.is_reduction else self._memory_order()
+        self.oxvars = [group.xvars[k] for k in self.order]
+        self.oxsizes = [self.xsizes[k] for k in self.order]
         # pointwise groups whose accesses run contiguously along different dims (transposes)
         # get 2-D tiles: outer dims [:split] on axis 0, inner dims [split:] on axis 1
         self.split = None if self.is_reduction else self._tile_split()
@@ -103,8 +108,8 @@ class TritonKernel:
         self.two_d = self.is_reduction or self.tiled
         if self.tiled:
             self.kind = "pointwise_2d"
-            self.xnumel = _prod(self.xsizes[: self.split])
-            self.rnumel = _prod(self.xsizes[self.split :])
+            self.xnumel = _prod(self.oxsizes[: self.split])
+            self.rnumel = _prod(self.oxsizes[self.split :])
         elif not self.is_reduction:
             self.kind = "pointwise"
         else:
@@ -119,7 +124,7 @@ class TritonKernel:
         self.writer = {n.name: n for n in group.nodes}
         self.values: dict[str, tuple[TVar, Block]] = {}
         self.sym_dims: dict[str, frozenset] = {}
-        for k, v in enumerate(group.xvars):
+        for k, v in enumerate(self.oxvars):
             inner = self.tiled and k >= self.split
             self.sym_dims[v.name] = frozenset("r" if inner else "x")
         for v in group.rvars:
@@ -135,6 +140,32 @@ class TritonKernel:
         for v, size in zip(group.rvars, self.rsizes):
             self.sym_bound[v.name] = int(size) - 1 if is_static(size) else None
 
+    def _memory_order(self) -> list[int]:
+        """Dims sorted by the stride the first stored buffer has along them (largest first):
+        consecutive threads then write consecutive addresses even when that buffer is not
+        contiguous in logical order. Logical order when sizes are symbolic or the store is
+        not a plain strided one."""
+        n = len(self.xsizes)
+        logical = list(range(n))
+        if n < 2 or self.symbolic:
+            return logical
+        g = self.g
+        for node in g.nodes:
+            if node.name in self.local_buffers:
+                continue
+            e = sympy.expand(g.write_in_kernel(node))
+            coeffs = []
+            for v in g.xvars:
+                c = sympy.diff(e, v)
+                if not c.is_Integer or c < 0:
+                    return logical
+                coeffs.append(int(c))
+            moving = [k for k in logical if self.xsizes[k] > 1]
+            if len(set(coeffs[k] for k in moving)) != len(moving):
+                return logical
+            return sorted(logical, key=lambda k: (-coeffs[k] if k in moving else 0, k))
+        return logical
+
     def _tile_split(self) -> int | None:
         g = self.g
         if len(self.xsizes) < 2 or self.symbolic:
@@ -149,16 +180,16 @@ class TritonKernel:
         contiguous = set()
         for e in exprs:
             e = sympy.expand(e)
-            moving = [v for k, v in enumerate(g.xvars) if self.xsizes[k] > 1 and e.has(v)]
+            moving = [v for k, v in enumerate(self.oxvars) if self.oxsizes[k] > 1 and e.has(v)]
             if len(moving) < 2:
                 continue  # a broadcast read: contiguous along whatever it spans
-            for k, v in enumerate(g.xvars):
-                if self.xsizes[k] > 1 and sympy.diff(e, v) == 1:
+            for k, v in enumerate(self.oxvars):
+                if self.oxsizes[k] > 1 and sympy.diff(e, v) == 1:
                     contiguous.add(k)
         if len(contiguous) < 2:
             return None
         split = max(contiguous)
-        outer, inner = _prod(self.xsizes[:split]), _prod(self.xsizes[split:])
+        outer, inner = _prod(self.oxsizes[:split]), _prod(self.oxsizes[split:])
         if outer < TILE_MIN or inner < TILE_MIN:
             return None
         return split
@@ -374,15 +405,15 @@ class TritonKernel:
         self.line("xmask = xindex < xnumel")
         if self.tiled:
             k = self.split
-            self.lines_decompose("xindex", self.g.xvars[:k], self.xsizes[:k])
+            self.lines_decompose("xindex", self.oxvars[:k], self.oxsizes[:k])
             pid1 = "tl.program_id(1).to(tl.int64)" if self.index64 else "tl.program_id(1)"
             self.line(f"roffset = {pid1} * RBLOCK")
             self.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
             self.line("rmask = rindex < rnumel")
             self.line("xrmask = xmask & rmask")
-            self.lines_decompose("rindex", self.g.xvars[k:], self.xsizes[k:])
+            self.lines_decompose("rindex", self.oxvars[k:], self.oxsizes[k:])
         else:
-            self.lines_decompose("xindex", self.g.xvars, self.xsizes)
+            self.lines_decompose("xindex", self.oxvars, self.oxsizes)
         lines, self.block = self.block.lines, saved
         return lines
 
