@@ -54,22 +54,39 @@ def pad_matmuls(gm: torch.fx.GraphModule) -> int:
         m, k = av.shape[-2], av.shape[-1]
         n = bv.shape[-1]
         pad_k, pad_n = -k % ALIGN, -n % ALIGN
+        # a column-major left operand (a transposed view: weight gradients) has rows of m
+        col_major = av.stride(-2) == 1 and k > 1 and m > 1
+        pad_m = -m % ALIGN if col_major else 0
         batch = av.shape[0] if av.dim() == 3 else 1
-        if not (pad_k or pad_n) or 2 * batch * m * n * k < MIN_FLOPS:
+        if not (pad_k or pad_n or pad_m) or 2 * batch * m * n * k < MIN_FLOPS:
             continue
         if node.kwargs or (bias is not None and not isinstance(bias, torch.fx.Node)):
             continue  # addmm with beta/alpha: leave it
         with graph.inserting_before(node):
-            if pad_k:
+            if pad_m:
+                # padded as it is stored: pad the transposed matrix's rows, transpose back
+                swap = list(range(av.dim() - 2)) + [av.dim() - 1, av.dim() - 2]
+                a = _new(graph, aten.permute.default, (a, swap))
+                a = _new(graph, aten.constant_pad_nd.default, (a, [0, pad_m, 0, pad_k]))
+                a = _new(graph, aten.permute.default, (a, swap))
+            elif pad_k:
                 a = _new(graph, aten.constant_pad_nd.default, (a, [0, pad_k]))
             if pad_k or pad_n:
                 b = _new(graph, aten.constant_pad_nd.default, (b, [0, pad_n, 0, pad_k]))
-            if bias is not None and pad_n and bias.meta["val"].shape[-1] == n:
-                bias = _new(graph, aten.constant_pad_nd.default, (bias, [0, pad_n]))
+            if bias is not None and (pad_n or pad_m):
+                bv_shape = bias.meta["val"].shape
+                pads = [0, pad_n if bv_shape[-1] == n else 0]
+                if len(bv_shape) >= 2:
+                    pads += [0, pad_m if bv_shape[-2] == m else 0]
+                if any(pads):
+                    bias = _new(graph, aten.constant_pad_nd.default, (bias, pads))
             args = (a, b) if bias is None else (bias, a, b)
             out = _new(graph, node.target, args)
+            if pad_m:
+                out = _new(graph, aten.slice.Tensor, (out, val.dim() - 2, 0, m))
             if pad_n:
                 out = _new(graph, aten.slice.Tensor, (out, val.dim() - 1, 0, n))
+            if pad_m or pad_n:
                 # the slice stands for the product: a graph output keeps the product's
                 # strides (the lowering realizes outputs with their value's strides)
                 out.meta["val"] = val

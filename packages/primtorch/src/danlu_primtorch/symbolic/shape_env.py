@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
+import traceback
 from collections.abc import Mapping
 
 import sympy
@@ -29,6 +31,8 @@ import torch
 from .functions import FloorDiv
 from .ranges import decide
 from .sym_node import SymNode
+
+log = logging.getLogger("danlu_primtorch.symbolic")
 
 # Sizes are int64 in ATen: a symbol's default range ends below int64's maximum, so checks such
 # as ``s0 < 2**63 - 1`` (overflow tests in kernels) are decided without a guard.
@@ -195,6 +199,10 @@ class ShapeEnv:
         if fact in (sympy.true, sympy.false) or fact in self._known:
             return
         sources = {s: self.source_of(s) for s in fact.free_symbols if s in self.var_to_sources}
+        if log.isEnabledFor(logging.DEBUG) and isinstance(fact, sympy.Eq) and fact.rhs.is_Integer:
+            # a size turned back into a constant: say where, it costs a recompile per value
+            where = "".join(traceback.format_stack(limit=14)[:-1])
+            log.debug("specialised %s (%s) at:\n%s", fact, sources, where)
         self.guards.append(Guard(fact, sources))
         self._static_cache.clear()  # what is known changes
         self._known.add(fact)
