@@ -81,6 +81,22 @@ CASES = {
         ],
         {"pointwise"},
     ),
+    # few outputs, long reduced extent: two-stage (split) reductions
+    "split_sum_outer": (
+        lambda x: (x * 2).sum(0),
+        lambda: [torch.randn(4096, 96)],
+        {"persistent_reduction"},
+    ),
+    "split_bias_and_norm_grads": (
+        lambda g, x: (g.sum([0, 1]), (g * x).sum([0, 1]), x.amax([0, 1])),
+        lambda: [torch.randn(8, 512, 48), torch.randn(8, 512, 48)],
+        {"persistent_reduction"},
+    ),
+    "split_sum_bf16": (
+        lambda x: x.sum(0),
+        lambda: [torch.randn(6144, 40).to(torch.bfloat16)],
+        {"persistent_reduction"},
+    ),
     "math_ops": (
         lambda x, y: (
             torch.log1p(x.abs())
@@ -121,7 +137,7 @@ CASES = {
     ),
     "sum_last": (lambda x: x.sum(-1), lambda: [torch.randn(1000, 37)], {"persistent_reduction"}),
     "sum_nonlast": (lambda x: x.sum(0), lambda: [torch.randn(37, 50)], {"persistent_reduction"}),
-    "sum_all_looped": (lambda x: x.sum(), lambda: [torch.randn(70, 90)], {"reduction"}),
+    "sum_all_looped": (lambda x: x.sum(), lambda: [torch.randn(71, 91)], {"reduction"}),
     "max_nan_last": (lambda x: x.amax(-1), lambda: [_nan_rows((6, 30))], {"persistent_reduction"}),
     "max_nan_nonlast": (lambda x: x.amax(0), lambda: [_nan_rows((30, 6))], set()),
     "min_nan_looped": (lambda x: x.amin(-1), lambda: [_nan_rows((4, 2500))], {"reduction"}),
@@ -137,7 +153,7 @@ CASES = {
         lambda: [torch.randn(40, 50) * 3 + 2],
         set(),
     ),
-    "var_looped": (lambda x: x.var(-1), lambda: [torch.randn(3, 5000) + 10], {"reduction"}),
+    "var_looped": (lambda x: x.var(-1), lambda: [torch.randn(3, 5001) + 10], {"reduction"}),
     "prod_any_all": (
         lambda x: (x.prod(-1), (x > 1).any(-1), (x > -2).all(0)),
         lambda: [torch.rand(16, 12) + 0.5],
@@ -185,7 +201,7 @@ CASES = {
     ),
     "bf16_sum_looped": (
         lambda x: x.sum(-1),
-        lambda: [torch.randn(4, 5000).bfloat16()],
+        lambda: [torch.randn(4, 5001).bfloat16()],
         {"reduction"},
     ),
     "fp16_pointwise": (
@@ -250,7 +266,11 @@ def _all_triton(c):
 
 # cases whose kernel count says a layout decision worked: the pointwise result is stored
 # channels-last for the convolution, whose channels-last output then needs no copy
-KERNEL_COUNTS = {"conv_after_channels_last_pointwise": 1}
+KERNEL_COUNTS = {
+    "conv_after_channels_last_pointwise": 1,
+    "split_sum_outer": 2,  # partial sums over chunks, then the sum of the partials
+    "split_bias_and_norm_grads": 2,  # three reductions, fused in each stage
+}
 
 
 def run_interpret(name):

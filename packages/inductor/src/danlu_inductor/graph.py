@@ -35,9 +35,11 @@ class GraphLowering:
         self, gm: torch.fx.GraphModule, example_inputs, force_fallback=(), eager_layouts=False
     ):
         self.gm = gm
-        # eager_layouts: a pointwise result stored in memory takes the strides eager gives it
-        # (channels-last stays channels-last) instead of contiguous ones
+        # GPU graphs: a pointwise result stored in memory takes the strides eager gives it
+        # (channels-last stays channels-last) instead of contiguous ones, and reductions with
+        # few outputs run in two stages (lowering/reductions.py)
         self.eager_layouts = eager_layouts
+        self.split_reductions = eager_layouts
         self.force_fallback = frozenset(force_fallback)
         self.example_inputs = list(example_inputs)
         self.buffers: list[ir.Buffer] = []

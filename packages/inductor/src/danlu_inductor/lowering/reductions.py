@@ -8,7 +8,7 @@ import torch
 
 from danlu_inductor.ir.nodes import Pointwise, Reduction, StorageBox
 from danlu_inductor.ir.ops import ops
-from danlu_inductor.ir.symbols import hint, is_static, product
+from danlu_inductor.ir.symbols import FloorDiv, IMod, hint, is_static, product
 from danlu_inductor.lowering.registry import (
     NotLowered,
     aten,
@@ -64,14 +64,13 @@ def reduce(x, dims, reduction_type, out_dtype, src_dtype=None, keepdim=False):
         v = loader(full)
         return v if in_dtype == src_dtype else ops.to_dtype(v, src_dtype)
 
-    red = Reduction(
-        out_dtype,
-        [size[d] for d in kept],
-        [size[d] for d in dims],
-        reduction_type,
-        inner,
-        src_dtype,
-    )
+    kept_sizes, red_sizes = [size[d] for d in kept], [size[d] for d in dims]
+    splits = _splits(kept_sizes, red_sizes, reduction_type)
+    if splits > 1:
+        inner, red_sizes = _first_stage(
+            inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits
+        )
+    red = Reduction(out_dtype, kept_sizes, red_sizes, reduction_type, inner, src_dtype)
     box = StorageBox(red)
     box.realize()
     out = box
@@ -79,6 +78,67 @@ def reduce(x, dims, reduction_type, out_dtype, src_dtype=None, keepdim=False):
         for d in dims:
             out = unsqueeze(out, d)
     return out
+
+
+# Split reductions (GPU graphs): a reduction with few outputs and a long reduced extent (the
+# bias and norm-weight gradients of a training step: 768 outputs, 4096 rows) would keep only a
+# handful of programs busy. It runs as two: partial results over ``splits`` chunks of the
+# reduced extent ([outputs, splits], many programs), then a short reduction over the chunks.
+SPLIT_MAX_OUTPUTS = 16384
+SPLIT_MIN_EXTENT = 4096
+SPLIT_CHUNK_MIN = 256
+SPLIT_TARGET_PARTIALS = 1 << 16
+_SPLITTABLE = ("sum", "prod", "max", "min", "any", "all")
+
+
+def _splits(kept_sizes, red_sizes, reduction_type) -> int:
+    from danlu_inductor.ir.nodes import current_graph
+
+    if not getattr(current_graph(), "split_reductions", False):
+        return 1
+    if reduction_type not in _SPLITTABLE or not all(
+        is_static(s) for s in (*kept_sizes, *red_sizes)
+    ):
+        return 1
+    outputs, extent = int(product(kept_sizes)), int(product(red_sizes))
+    if outputs > SPLIT_MAX_OUTPUTS or extent < SPLIT_MIN_EXTENT:
+        return 1
+    splits = 1
+    # powers of two that divide the extent: chunks stay whole (no ragged masks)
+    while (
+        extent % (splits * 2) == 0
+        and extent // (splits * 2) >= SPLIT_CHUNK_MIN
+        and outputs * splits * 2 <= SPLIT_TARGET_PARTIALS
+    ):
+        splits *= 2
+    return splits
+
+
+def _first_stage(inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits):
+    """The partial reduction over ``splits`` chunks, realized; returns the second stage's
+    ``inner`` (reading the partials) and its reduced sizes ``[splits]``."""
+    chunk = int(product(red_sizes)) // splits
+
+    def chunked(index, rindex):
+        flat = index[-1] * chunk + rindex[0]
+        rdims, rest = [], flat
+        for s in reversed(red_sizes[1:]):
+            rdims.append(IMod(rest, s))
+            rest = FloorDiv(rest, s)
+        rdims.append(rest)
+        return inner(index[:-1], rdims[::-1])
+
+    partial = Reduction(
+        src_dtype, [*kept_sizes, splits], [chunk], reduction_type, chunked, src_dtype
+    )
+    box = StorageBox(partial)
+    box.realize()
+    load = box.make_loader()
+
+    def second(index, rindex):
+        return load([*index, rindex[0]])
+
+    return second, [splits]
 
 
 def _sum_dtype(dtype):

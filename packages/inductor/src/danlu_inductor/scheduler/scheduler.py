@@ -255,6 +255,21 @@ class Scheduler:
                 for j in range(i + 1, min(len(rs), i + 8)):
                     key = (rs[i].name, rs[j].name)
                     scores[key] = scores.get(key, 0) + size
+        # siblings: readers of what one kernel wrote (the second stages of split reductions
+        # fused in their first stage) share no buffer but can run as one kernel
+        siblings: dict[int, dict[str, object]] = {}
+        for b, rs in readers.items():
+            producer = self.name_to_node.get(b)
+            if producer is None or producer.is_extern:
+                continue
+            group = siblings.setdefault(id(self.node_group[producer.name]), {})
+            group.update((r.name, r) for r in rs)
+        for members in siblings.values():
+            rs = list(members.values())
+            for i in range(len(rs)):
+                for j in range(i + 1, min(len(rs), i + 8)):
+                    key = (rs[i].name, rs[j].name)
+                    scores[key] = scores.get(key, 0) + 1
         order = {n.name: n.order for n in self.nodes}
         return [
             k
