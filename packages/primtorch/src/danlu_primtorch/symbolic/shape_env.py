@@ -78,6 +78,24 @@ def _format(expr, sources: dict) -> str:
     return str(expr.xreplace(names))
 
 
+def _calls_on_stack() -> str:
+    """The ops and functions being run on the stack, outermost first (the frames of
+    dispatchers hold them in a local ``func`` or ``fn``): which call needed a concrete size."""
+    import sys
+
+    names, frame = [], sys._getframe(2)
+    while frame is not None:
+        for key in ("func", "fn"):
+            f = frame.f_locals.get(key)
+            if callable(f):
+                name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or str(f)
+                mod = getattr(f, "__module__", None)
+                names.append(f"{mod}.{name}" if mod and "." not in str(name) else str(name))
+                break
+        frame = frame.f_back
+    return " > ".join(reversed(list(dict.fromkeys(names)))) or "?"
+
+
 class ShapeEnv:
     """Symbols for sizes, their ranges, hints and sources; guards recorded while tracing.
 
@@ -202,7 +220,9 @@ class ShapeEnv:
         if log.isEnabledFor(logging.DEBUG) and isinstance(fact, sympy.Eq) and fact.rhs.is_Integer:
             # a size turned back into a constant: say where, it costs a recompile per value
             where = "".join(traceback.format_stack(limit=14)[:-1])
-            log.debug("specialised %s (%s) at:\n%s", fact, sources, where)
+            log.debug(
+                "specialised %s (%s) under %s at:\n%s", fact, sources, _calls_on_stack(), where
+            )
         self.guards.append(Guard(fact, sources))
         self._static_cache.clear()  # what is known changes
         self._known.add(fact)
