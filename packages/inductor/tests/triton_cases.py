@@ -36,6 +36,19 @@ def _gelu_chain(x):
     return F.gelu(x * 2 + 1) * torch.sigmoid(x) - x.tanh()
 
 
+def _nll_grad(target, scale, total, classes):
+    """nll_loss's gradient as its decomposition writes it: per-row loads, ~30 cheap ops."""
+    t = target[:, None]
+    ignore = t == -100
+    hit = (torch.arange(classes)[None, :] == torch.where(ignore, 0, t)) & (t != -100)
+    weight = torch.where(t != -100, 1.0, 0.0)
+    return torch.where(hit, -(weight * (scale / total)), 0.0)
+
+
+def _log_softmax_grad(logp, g):
+    return g - logp.exp() * g.sum(-1, keepdim=True)
+
+
 CASES = {
     # name: (fn, input builder, expected kernel kinds (subset), tolerance dtype override)
     "pointwise_chain": (_gelu_chain, lambda: [torch.randn(128, 65)], {"pointwise"}),
@@ -96,6 +109,20 @@ CASES = {
         lambda x: x.sum(0),
         lambda: [torch.randn(6144, 40).to(torch.bfloat16)],
         {"persistent_reduction"},
+    ),
+    # a cheap shared value (a loss gradient from per-row loads) feeds a reduction and a
+    # pointwise kernel: recomputed in both, never stored at full size
+    "loss_grad_shared_cheap_value": (
+        lambda logp, target, scale, total: _log_softmax_grad(
+            logp, _nll_grad(target, scale, total, logp.shape[-1])
+        ),
+        lambda: [
+            torch.randn(64, 1000).log_softmax(-1),
+            torch.randint(0, 1000, (64,)),
+            torch.rand(()),
+            torch.tensor(50.0),
+        ],
+        set(),
     ),
     "math_ops": (
         lambda x, y: (
@@ -273,6 +300,10 @@ KERNEL_COUNTS = {
 }
 
 
+# cases that must allocate only this many buffers of a full-size shape (the outputs)
+FULL_SIZE_BUFFERS = {"loss_grad_shared_cheap_value": ("[64, 1000]", 1)}
+
+
 def run_interpret(name):
     fn, make, kinds = CASES[name]
     inputs = make()
@@ -288,6 +319,10 @@ def run_interpret(name):
             assert g.stride() == r.stride(), (g.stride(), r.stride())
     made = {a.kind for a in c.artifacts}
     assert kinds <= made, (kinds, made)
+    if name in FULL_SIZE_BUFFERS:
+        shape, count = FULL_SIZE_BUFFERS[name]
+        stored = c.loop_ir().count(f"Pointwise(ranges={shape})")
+        assert stored == count, c.loop_ir()
     if name in KERNEL_COUNTS:
         assert len(c.artifacts) == KERNEL_COUNTS[name], [a.name for a in c.artifacts]
     assert "fallback_reason" not in c.report, c.report["fallback_reason"]

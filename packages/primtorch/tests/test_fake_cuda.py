@@ -54,3 +54,39 @@ def test_backward_on_fake_cuda():
         assert lin.weight.grad.device == CUDA0 and lin.weight.grad.shape == (4, 8)
         (gx,) = torch.autograd.grad(lin(x).sum(), x)
         assert gx.device == CUDA0 and gx.shape == x.shape
+
+
+def _symbolic_cuda(shape, dim):
+    from danlu_primtorch.symbolic.shape_env import ShapeEnv
+
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
+    return env, mode, torch.randn(*shape, requires_grad=True)
+
+
+def test_symbolic_fake_moves_to_cuda():
+    env, mode, x = _symbolic_cuda((4, 9, 8), 1)
+    with mode:
+        f = mode.from_real(x, dynamic_dims=[1], source="x")
+        for moved in (f.to("cuda"), f.cuda(), f.to(torch.device("cuda", 0))):
+            assert moved.device == CUDA0 and isinstance(moved.shape[1], torch.SymInt)
+        assert f.device == torch.device("cpu")  # the input itself stays where it was
+
+
+@pytest.mark.parametrize("gqa", [False, True])
+def test_attention_on_symbolic_cuda_fakes_keeps_sizes_symbolic(gqa):
+    # ATen picks the CUDA attention kernel from concrete sizes, which would specialise the
+    # sequence length; the fake computes the output's metadata without that choice
+    env, mode, x = _symbolic_cuda((2, 11, 128), 1)
+    with mode:
+        f = mode.from_real(x, dynamic_dims=[1], source="x").to("cuda")
+        s = f.shape[1]
+        q = f.view(2, s, 2, 64).transpose(1, 2)
+        kv = q[:, :1] if gqa else q
+        out = torch.nn.functional.scaled_dot_product_attention(q, kv, kv, enable_gqa=gqa)
+    assert env.guards == []
+    assert out.device == CUDA0 and out.requires_grad
+    assert out.shape[0] == 2 and out.shape[1] == 2 and out.shape[3] == 64
+    assert isinstance(out.shape[2], torch.SymInt)
+    # the fused kernels' layout: [batch, seq, heads, dim] in memory
+    assert out.stride()[3] == 1 and out.stride()[1] == 64 and out.stride()[2] == 128

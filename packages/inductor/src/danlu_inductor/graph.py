@@ -37,9 +37,11 @@ class GraphLowering:
         self.gm = gm
         # GPU graphs: a pointwise result stored in memory takes the strides eager gives it
         # (channels-last stays channels-last) instead of contiguous ones, and reductions with
-        # few outputs run in two stages (lowering/reductions.py)
+        # few outputs run in two stages (lowering/reductions.py), and values shared by several
+        # consumers are recomputed unless expensive (ir/nodes.py)
         self.eager_layouts = eager_layouts
         self.split_reductions = eager_layouts
+        self.recompute_cheap_values = eager_layouts
         self.force_fallback = frozenset(force_fallback)
         self.example_inputs = list(example_inputs)
         self.buffers: list[ir.Buffer] = []

@@ -287,7 +287,15 @@ class StorageBox:
         expensive (heavy math, many loads, long bodies)."""
         if isinstance(self.data, Pointwise):
             c = self.data.count_ops()
-            if c.heavy or c.loads > 4 or c.count > 24:
+            if getattr(_current.graph, "recompute_cheap_values", False):
+                # GPU kernels are bound by memory: arithmetic is nearly free, so only values
+                # that read much or compute transcendentals are stored (a loss gradient over
+                # a vocabulary, ~30 ops on per-row loads, would otherwise be written and read
+                # back in float32)
+                expensive = c.heavy or len(c.distinct_loads) > 4 or c.count > 64
+            else:
+                expensive = c.heavy or c.loads > 4 or c.count > 24
+            if expensive:
                 self.realize()
 
     def unwrap_buffer(self):

@@ -87,6 +87,7 @@ class OpCounter:
         self.loads = 0
         self.heavy = False
         self.names = set()
+        self.distinct_loads = set()  # (buffer, index): a value loaded twice costs one read
 
     def __getattr__(self, name):
         if name not in ALL_OPS:
@@ -97,6 +98,7 @@ class OpCounter:
             if name == "load":
                 self.loads += 1
                 self.names.add(args[0])
+                self.distinct_loads.add((args[0], str(args[1])))
             if name in HEAVY:
                 self.heavy = True
             if name == "indirect_indexing":

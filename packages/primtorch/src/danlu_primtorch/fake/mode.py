@@ -245,9 +245,20 @@ class FakeTensorMode(TorchDispatchMode):
         if device.type == "cpu" and func in _CPU_NORM_STATS:
             out = self._cpu_norm_stats(func, args, out, device)
 
+        inputs = {id(f) for f in fakes}
+
         def wrap(x):
             if isinstance(x, torch.Tensor) and not isinstance(x, FakeTensor):
                 return FakeTensor(self, x, device)
+            if (
+                symbolic
+                and isinstance(x, FakeTensor)
+                and x.fake_device != device
+                and id(x) not in inputs
+            ):
+                # a decomposition built it from the inputs (``_to_copy`` to another device):
+                # a new tensor, on the device the op puts its result on
+                x.fake_device = device
             return x
 
         return tree_map(wrap, out)
