@@ -242,6 +242,7 @@ class TritonLauncher:
             self._numels = eval(f"lambda {params}: ({', '.join(meta['numel_exprs'])})")  # noqa: S307
         self.config: Config | None = None
         self._direct: dict = {}  # config -> DirectLaunch, or False where it does not apply
+        self._static: dict = {}  # config -> (grid, size arguments), static sizes only
         src = getattr(fn, "src", "") or ""
         tag = "max" if max_autotune else "default"
         self.key = hashlib.sha256(
@@ -266,13 +267,16 @@ class TritonLauncher:
         return (xg,)
 
     def _launch(self, cfg: Config, args):
-        xnumel, rnumel = self.xnumel, self.rnumel
-        if self._numels is not None:  # symbolic: this call's sizes, from its size arguments
+        if self._numels is None:  # static sizes: grid and size arguments once per config
+            shape = self._static.get(cfg)
+            if shape is None:
+                shape = self._static[cfg] = self._grid_and_sizes(cfg, self.xnumel, self.rnumel)
+            grid, sizes = shape
+        else:  # symbolic: this call's sizes, from its size arguments
             xnumel, rnumel = self._numels(*args[len(args) - self.nsizes :])
-        grid = self.grid(cfg, xnumel, rnumel)
+            grid, sizes = self._grid_and_sizes(cfg, xnumel, rnumel)
         if 0 in grid:  # empty tensors: nothing to compute (CUDA rejects empty grids)
             return
-        sizes = [xnumel] + ([rnumel] if self.kind != "pointwise" else [])
         fast = self._direct.get(cfg)
         if fast and fast.matches(args, sizes):
             fast.launch(grid, args, sizes)
@@ -280,6 +284,10 @@ class TritonLauncher:
         kernel = self.fn[grid](*args, *sizes, **cfg.kwargs(), num_warps=cfg.num_warps)
         if cfg not in self._direct and not interpreting():
             self._direct[cfg] = DirectLaunch.make(self.fn, kernel, cfg, args, sizes) or False
+
+    def _grid_and_sizes(self, cfg: Config, xnumel, rnumel):
+        sizes = (xnumel, rnumel) if self.kind != "pointwise" else (xnumel,)
+        return self.grid(cfg, xnumel, rnumel), sizes
 
     def __call__(self, *args):
         if self.config is None:
