@@ -10,9 +10,25 @@ fused kernels lay it out ([batch, seq, heads, dim] in memory).
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
-SDPA = torch.nn.functional.scaled_dot_product_attention
+log = logging.getLogger("danlu_primtorch.symbolic")
+
+# the builtin, and the Python function some torch versions wrap around it
+SDPA = frozenset(
+    f
+    for f in (
+        torch._C._nn.scaled_dot_product_attention,
+        getattr(torch.nn.functional, "scaled_dot_product_attention", None),
+    )
+    if f is not None
+)
+
+
+def is_sdpa(func) -> bool:
+    return func in SDPA or getattr(func, "__name__", None) == "scaled_dot_product_attention"
 
 
 def _symbolic(t) -> bool:
@@ -27,9 +43,11 @@ def symbolic_cuda_sdpa(args, kwargs):
     q, k, v = bound.get("query"), bound.get("key"), bound.get("value")
     if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
         return None
-    if q.device.type != "cuda" or not any(_symbolic(t) for t in (q, k, v)):
+    if not any(_symbolic(t) for t in (q, k, v)):
         return None
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+    device = getattr(q, "fake_device", q.device)
+    if device.type != "cuda" or q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        log.debug("attention on symbolic fakes left to ATen: %s, dims %s", device, q.dim())
         return None
     if bound.get("enable_gqa") and k.shape[-3] != q.shape[-3]:
         groups = q.shape[-3] // k.shape[-3]
