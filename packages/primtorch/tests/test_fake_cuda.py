@@ -90,3 +90,13 @@ def test_attention_on_symbolic_cuda_fakes_keeps_sizes_symbolic(gqa):
     assert isinstance(out.shape[2], torch.SymInt)
     # the fused kernels' layout: [batch, seq, heads, dim] in memory
     assert out.stride()[3] == 1 and out.stride()[1] == 64 and out.stride()[2] == 128
+
+
+def test_attention_kernel_choice_on_symbolic_sizes_records_no_guard():
+    # the choice is made on the sizes' hints: a guard here would pin the sequence length
+    env, mode, x = _symbolic_cuda((2, 11, 128), 1)
+    with mode:
+        f = mode.from_real(x.detach(), dynamic_dims=[1], source="x").to("cuda")
+        q = f.view(2, f.shape[1], 2, 64).transpose(1, 2)
+        choice = torch.ops.aten._fused_sdp_choice.default(q, q, q)
+    assert isinstance(choice, int) and env.guards == []

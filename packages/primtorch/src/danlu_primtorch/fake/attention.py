@@ -3,9 +3,9 @@
 On CUDA, ATen's ``scaled_dot_product_attention`` picks its kernel in C++ from the concrete
 sizes of its inputs, which specialises every symbolic size it reads (a sequence length
 becomes a constant, and each new length recompiles). The output's metadata does not depend
-on that choice, so for symbolic CUDA fakes it is computed here from ops that keep sizes
-symbolic: the attention product in math form (autograd sees the inputs), laid out as the
-fused kernels lay it out ([batch, seq, heads, dim] in memory).
+on that choice, so for symbolic CUDA fakes it is made here from ops that keep sizes symbolic
+(a factory and elementwise ops: ``matmul``'s composite reads concrete sizes on CUDA too), laid
+out as the fused kernels lay it out ([batch, seq, heads, dim] in memory).
 """
 
 from __future__ import annotations
@@ -49,11 +49,10 @@ def symbolic_cuda_sdpa(args, kwargs):
     if device.type != "cuda" or q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         log.debug("attention on symbolic fakes left to ATen: %s, dims %s", device, q.dim())
         return None
-    if bound.get("enable_gqa") and k.shape[-3] != q.shape[-3]:
-        groups = q.shape[-3] // k.shape[-3]
-        k = k.repeat_interleave(groups, dim=-3)
-        v = v.repeat_interleave(groups, dim=-3)
-    scores = torch.matmul(q, k.transpose(-2, -1))
-    out = torch.matmul(scores.softmax(-1), v)
-    # the fused kernels write [batch, seq, heads, dim]
-    return out.transpose(1, 2).contiguous().transpose(1, 2)
+    # no matmul: on CUDA builds its composite also reads concrete sizes
+    b, h, seq = q.shape[0], q.shape[1], q.shape[2]
+    out = q.new_empty((b, seq, h, v.shape[-1])).transpose(1, 2)  # the fused kernels' layout
+    if any(t.requires_grad for t in (q, k, v)):
+        # autograd sees the inputs (the value is metadata only)
+        out = out + (q.sum() + k.sum() + v.sum()) * 0
+    return out

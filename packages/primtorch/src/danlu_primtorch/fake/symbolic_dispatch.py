@@ -78,11 +78,37 @@ def _decompositions() -> dict:
 _RETRYABLE = (RuntimeError, TypeError, ValueError, AssertionError, IndexError, RecursionError)
 
 
+# Ops that choose among library kernels from sizes and return the choice (which fused
+# attention kernel runs). Their C++ code reads concrete sizes; answering those would
+# specialise every size. They are decided on the sizes' hints, without a guard: the choice
+# rests on dtypes, head size, masks and dropout, which stay static, and the chosen kernel
+# serves any sequence length.
+_HINTED_CHOICES = {aten._fused_sdp_choice.default}
+
+
+def _hint_int(s):
+    return s.node.require_hint() if isinstance(s, torch.SymInt) else s
+
+
+def _with_hints(mode, x):
+    if isinstance(x, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in x.shape):
+        size = [_hint_int(s) for s in x.shape]
+        stride = [_hint_int(s) for s in x.stride()]
+        return mode.fake_empty(size, stride, x.dtype, getattr(x, "fake_device", x.device))
+    return x
+
+
 def run_symbolic(mode, func, args, kwargs):
     """Outputs (meta or fake tensors) of ``func`` on symbolic fakes; see the module docstring."""
     view_meta = SYMBOLIC_VIEW_META.get(func)
     if view_meta is not None:
         return view_meta(mode, func, args, kwargs)
+    if func in _HINTED_CHOICES:
+        from torch.utils._pytree import tree_map
+
+        hinted = tree_map(lambda x: _with_hints(mode, x), (args, kwargs))
+        with kernel_invocation():
+            return func(*hinted[0], **hinted[1])
     _state.refuse_concrete = getattr(_state, "refuse_concrete", 0) + 1
     try:
         with kernel_invocation():
