@@ -273,3 +273,27 @@ def test_decomposition_that_returns_its_input_gives_a_fresh_tensor():
     out = compiled(x)
     torch.testing.assert_close(out, x + 1)
     assert out.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+
+
+def test_positional_tensors_reuse_one_compile_per_signature():
+    # a flat list of tensors keys the cache by its count, not by walking its pytree spec:
+    # calls with the same shapes hit, a different count or a nested structure compiles anew
+    def f(*xs):
+        return sum(x.sin() for x in xs)
+
+    compiled = da.aot_function(f, da.run_graph)
+    aot = getattr(compiled, "aot", compiled)
+    torch.manual_seed(5)
+    a, b, c = (torch.randn(3, 4) for _ in range(3))
+    for _ in range(3):
+        torch.testing.assert_close(compiled(a, b), f(a, b))
+    assert aot.stats["traces"] == 1
+    torch.testing.assert_close(compiled(a, b, c), f(a, b, c))
+    assert aot.stats["traces"] == 2
+
+    def g(pair, x):
+        return pair[0] * pair[1] + x
+
+    compiled_g = da.aot_function(g, da.run_graph)
+    torch.testing.assert_close(compiled_g((a, b), c), g((a, b), c))
+    torch.testing.assert_close(compiled_g([a, b], c), g([a, b], c))

@@ -37,6 +37,12 @@ def _placeholder_values(gm: fx.GraphModule) -> list:
     return [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
 
 
+def _plain_tensors(values) -> bool:
+    # tensors (subclasses and fakes included) are pytree leaves: a list of them flattens to
+    # itself, with a spec that depends on its length only
+    return all(isinstance(a, torch.Tensor) for a in values)
+
+
 def _input_key(x):
     if isinstance(x, torch.Tensor):
         return (
@@ -135,6 +141,10 @@ class AotFunction:
         self.extra_key = extra_key
         self.on_unsupported = on_unsupported
         self.cache: dict = {}
+        # specs of flat positional tensor arguments, per count, and their cheap keys: a
+        # TreeSpec hashes by walking its whole tree in Python, on every call
+        self._flat_specs: dict[int, object] = {}
+        self._flat_spec_keys: dict[int, tuple] = {}
         self.compiled: list[CompiledProgram] = []  # every compilation, oldest first
         self.dims_for = _dims_plan(dynamic)
         # non-tensor inputs that are sizes of tensor inputs (a capture's SymInt inputs):
@@ -161,7 +171,23 @@ class AotFunction:
                         f"{ti}, which is {t.shape[d]} in this call"
                     )
                 inputs[k] = ("S", ti, d)
-        return (joint, spec, extra, tuple(inputs))
+        return (joint, self._flat_spec_keys.get(id(spec), spec), extra, tuple(inputs))
+
+    def _flatten(self, args, kwargs):
+        """``tree_flatten((args, kwargs))``, with one cached spec per count of positional
+        tensor arguments (a captured graph's inputs)."""
+        if kwargs or not _plain_tensors(args):
+            return tree_flatten((args, kwargs))
+        return list(args), self.cached_spec(len(args), lambda: tree_flatten((args, kwargs))[1])
+
+    def cached_spec(self, counts, make):
+        """The spec ``make()`` gives for inputs that are only plain tensors, ``counts`` of
+        them per group: one object per ``counts``, keyed cheaply."""
+        spec = self._flat_specs.get(counts)
+        if spec is None:
+            spec = self._flat_specs[counts] = make()
+            self._flat_spec_keys[id(spec)] = ("plain tensors", counts)
+        return spec
 
     def _plan(self, flat: list) -> dict:
         tensors = [a for a in flat if isinstance(a, torch.Tensor)]
@@ -298,7 +324,7 @@ class AotFunction:
         return compiled
 
     def __call__(self, *args, **kwargs):
-        flat, spec = tree_flatten((args, kwargs))
+        flat, spec = self._flatten(args, kwargs)
         compiled = self.compile_for(flat, spec)
         if compiled is None:
             return self.fn(*args, **kwargs)
@@ -438,7 +464,14 @@ class AotModule(torch.nn.Module):
         names, state = _module_state(self.orig_module)
         self._names = names
         self._num_state = len(state)
-        return tree_flatten(((state, args, kwargs), {}))
+        if kwargs or not isinstance(state, list) or not _plain_tensors(state):
+            return tree_flatten(((state, args, kwargs), {}))
+        if not _plain_tensors(args):
+            return tree_flatten(((state, args, kwargs), {}))
+        spec = self.aot.cached_spec(
+            (len(state), len(args)), lambda: tree_flatten(((state, args, kwargs), {}))[1]
+        )
+        return [*state, *args], spec
 
     def compile_for(self, *args, **kwargs) -> CompiledProgram | None:
         """Trace and compile for these example inputs (metadata only) without running."""

@@ -304,7 +304,7 @@ def _runner(ctx, frame_code, frame, out, entry, values, *, as_tuple):
         frame.f_globals,
         out,
         cg,
-        FrameValues(frame.f_locals, frame.f_globals),
+        FrameValues(frame.f_locals, frame.f_globals, original.co_freevars),
     )
 
     def compiled_for(graph_outputs):
@@ -374,7 +374,7 @@ def _check_fn(ctx, out, frame, original):
             frame.f_globals,
             original.co_freevars,
             active,
-            FrameValues(frame.f_locals, frame.f_globals),
+            FrameValues(frame.f_locals, frame.f_globals, original.co_freevars),
         )
     except ValueError as e:
         raise _SegmentPath(str(e)) from e

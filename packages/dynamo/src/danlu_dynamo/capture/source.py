@@ -167,19 +167,34 @@ class FrameValues:
     """Trace-time values of source expressions over a frame's ``f_locals`` and globals
     (None when an expression cannot be evaluated there, e.g. it reads a cell object)."""
 
-    def __init__(self, f_locals, f_globals):
+    def __init__(self, f_locals, f_globals, freevars=()):
         from .output_graph import _SOURCE_ENV
 
         self.env = {**_SOURCE_ENV, "L": f_locals, "G": f_globals}
+        self.freevars = tuple(freevars)
         self.cache: dict = {}
 
     def __call__(self, expr: str):
         if expr not in self.cache:
             try:
-                self.cache[expr] = eval(expr, self.env)
+                self.cache[expr] = eval(self._over_locals(expr), self.env)
             except Exception:
                 self.cache[expr] = None
         return self.cache[expr]
+
+    def _over_locals(self, expr: str) -> str:
+        # a frame's f_locals holds its free variables' and cells' contents by name (the
+        # module that ``danlu.compile(model)`` closes over is ``C[0].cell_contents``)
+        import re
+
+        expr = re.sub(
+            r"\bC\[(\d+)\]\.cell_contents",
+            lambda m: (
+                f"L[{self.freevars[int(m[1])]!r}]" if int(m[1]) < len(self.freevars) else m[0]
+            ),
+            expr,
+        )
+        return re.sub(r"\bK\[('[^'\\]*')\]\.cell_contents", r"L[\1]", expr)
 
     def render(self, expr: str, root) -> str:
         """``expr`` with module attribute reads made quick; ``root(expr)`` renders sources
