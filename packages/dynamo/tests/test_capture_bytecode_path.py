@@ -334,6 +334,30 @@ def test_sequential_items_read_through_the_dict_follow_changes_to_the_sequential
     assert torch.equal(opt(x), outer(x))
 
 
+def test_a_module_in_a_closure_cell_is_read_through_its_dicts():
+    # danlu.compile(model) captures a wrapper that closes over the model: its parameters are
+    # read from the module dicts under the cell too, not through Module.__getattr__
+    torch.manual_seed(0)
+    net = Blocks()
+
+    def make(module):
+        def forward(x):
+            return module(x)
+
+        return forward
+
+    fn = make(net)
+    opt = danlu_dynamo.optimize("eager")(fn)
+    x = torch.randn(2, 4)
+    assert torch.equal(opt(x), net(x)) and torch.equal(opt(x), net(x))
+    (record,) = opt._capture_ctx.records
+    runner, check = record.runner.source, record.check_fn.source
+    assert "._modules['blocks']._modules['2']._parameters['weight']" in runner
+    assert ".blocks[" not in runner and ".blocks[" not in check
+    net.blocks.append(torch.nn.Linear(4, 4))  # a new member: recompile, eager's result
+    assert torch.equal(opt(x), net(x))
+
+
 def test_module_with_a_forward_hook_runs_the_hook_and_captures_forward():
     torch.manual_seed(0)
     net = Net()
