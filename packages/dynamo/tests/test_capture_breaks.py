@@ -218,3 +218,30 @@ def test_dynamic_must_be_none_or_bool():
 def test_unknown_backend_name():
     with pytest.raises(ValueError):
         danlu_dynamo.optimize("nope")
+
+
+def _fullgraph_reason(fn, *args):
+    with pytest.raises(danlu_dynamo.GraphBreakError) as ei:
+        danlu_dynamo.optimize("eager", fullgraph=True)(fn)(*args)
+    return str(ei.value)
+
+
+def test_torch_internals_and_callbacks_are_not_recorded_as_ops():
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+
+    def internal(t):  # a Python helper of a private torch module, not exported: machinery
+        return torch._utils._flatten_dense_tensors([t, t * 2]) + 1
+
+    def callback(t):  # a torch function handed a Python function runs it itself
+        return torch.utils.checkpoint.checkpoint(torch.sin, t, use_reentrant=False) * 2
+
+    assert "_flatten_dense_tensors is not captured" in _fullgraph_reason(internal, x)
+    assert "checkpoint is not captured" in _fullgraph_reason(callback, x)
+    for fn in (internal, callback):
+        torch.testing.assert_close(danlu_dynamo.optimize("eager")(fn)(x), fn(x))
+    # what torch exports from a private module is an op like any other
+    from danlu_dynamo.capture.variables.torch_functions import _internal
+
+    assert not _internal(torch.pca_lowrank, torch.pca_lowrank.__module__)
+    assert _internal(torch._utils._flatten_dense_tensors, "torch._utils")

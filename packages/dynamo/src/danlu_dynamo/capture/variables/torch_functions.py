@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import types
 
 import torch
@@ -88,7 +89,6 @@ _TORCH_DENY_PREFIXES = (
     "torch.nn.init",
     "torch.distributed",
     "torch.func",
-    "torch._functorch",
     "torch.backends",
     "torch.serialization",
     "torch.testing",
@@ -96,14 +96,43 @@ _TORCH_DENY_PREFIXES = (
     "torch.utils.data",
     "torch.hub",
     "torch.overrides",
-    "torch._dynamo",
     "torch.fx",
-    "torch.export",
     "torch.jit",
     "torch.library",
     "torch.cpu",
 )
 _TORCH_DENY_DOTTED = tuple(p + "." for p in _TORCH_DENY_PREFIXES)
+
+
+def _internal(fn, mod: str) -> bool:
+    """A Python function of a private torch module that its nearest public package does not
+    export (``torch.pca_lowrank`` lives in ``torch._lowrank`` and is exported): torch's own
+    machinery (its compilers, tracers and transforms), not an op to record."""
+    if not isinstance(fn, types.FunctionType):
+        return False
+    parts = mod.split(".")
+    private = [i for i, p in enumerate(parts) if p.startswith("_") and i > 0]
+    if not private:
+        return False
+    public = sys.modules.get(".".join(parts[: private[0]]))
+    return getattr(public, fn.__name__, None) is not fn
+
+
+def _calls_back(args, kwargs) -> bool:
+    """A Python function or module among the arguments: the torch function would run Python
+    code of its own (checkpointing, tracing, exporting, functional transforms)."""
+    for a in (*args, *kwargs.values()):
+        try:
+            t = a.python_type()
+        except Exception:
+            continue
+        if isinstance(t, type) and issubclass(
+            t, (types.FunctionType, types.MethodType, torch.nn.Module)
+        ):
+            return True
+    return False
+
+
 _TORCH_DENY = {
     torch.manual_seed,
     torch.seed,
@@ -194,7 +223,13 @@ class TorchFnVar(Var):
         if special is not None:
             return special(tx, *args, **kwargs)
         mod = getattr(fn, "__module__", "") or ""
-        if fn in _TORCH_DENY or mod in _TORCH_DENY_PREFIXES or mod.startswith(_TORCH_DENY_DOTTED):
+        if (
+            fn in _TORCH_DENY
+            or mod in _TORCH_DENY_PREFIXES
+            or mod.startswith(_TORCH_DENY_DOTTED)
+            or _internal(fn, mod)
+            or _calls_back(args, kwargs)
+        ):
             raise Unsupported(f"torch function {getattr(fn, '__qualname__', fn)} is not captured")
         if getattr(fn, "__wrapped__", None) is not None and not isinstance(
             fn, types.BuiltinFunctionType
