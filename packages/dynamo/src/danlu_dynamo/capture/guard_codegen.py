@@ -12,7 +12,7 @@ import re
 
 import torch
 
-from .source import fast_suffix, lookup
+from .source import cells_as_locals, fast_suffix, lookup
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,10 +191,7 @@ class GuardSet:
         lines = self._lines(values)
 
         def to_frame(text):
-            text = re.sub(
-                r"\bC\[(\d+)\]\.cell_contents", lambda m: f"L[{freevars[int(m[1])]!r}]", text
-            )
-            text = re.sub(r"\bK\[('[^'\\]*')\]\.cell_contents", r"L[\1]", text)
+            text = cells_as_locals(text, freevars)
             if re.search(r"(?<![\w.'])[CK]\[", text):
                 raise ValueError(f"guard reads a cell object the frame hook cannot pass: {text}")
             return text

@@ -177,24 +177,12 @@ class FrameValues:
     def __call__(self, expr: str):
         if expr not in self.cache:
             try:
-                self.cache[expr] = eval(self._over_locals(expr), self.env)
+                # f_locals holds the frame's cells' contents by name (the module that
+                # ``danlu.compile(model)`` closes over is ``C[0].cell_contents``)
+                self.cache[expr] = eval(cells_as_locals(expr, self.freevars), self.env)
             except Exception:
                 self.cache[expr] = None
         return self.cache[expr]
-
-    def _over_locals(self, expr: str) -> str:
-        # a frame's f_locals holds its free variables' and cells' contents by name (the
-        # module that ``danlu.compile(model)`` closes over is ``C[0].cell_contents``)
-        import re
-
-        expr = re.sub(
-            r"\bC\[(\d+)\]\.cell_contents",
-            lambda m: (
-                f"L[{self.freevars[int(m[1])]!r}]" if int(m[1]) < len(self.freevars) else m[0]
-            ),
-            expr,
-        )
-        return re.sub(r"\bK\[('[^'\\]*')\]\.cell_contents", r"L[\1]", expr)
 
     def render(self, expr: str, root) -> str:
         """``expr`` with module attribute reads made quick; ``root(expr)`` renders sources
@@ -204,3 +192,15 @@ class FrameValues:
             return root(expr)
         parent = src.parent.expr
         return self.render(parent, root) + fast_suffix(self(parent), src.suffix)
+
+
+def cells_as_locals(text: str, freevars) -> str:
+    """``text`` with cell reads as the frame's local names: ``C[i].cell_contents`` becomes
+    ``L[freevars[i]]`` and ``K[name].cell_contents`` ``L[name]`` (a frame's locals hold its
+    cells' contents by name). A closure index past ``freevars`` is left as it is."""
+    text = re.sub(
+        r"\bC\[(\d+)\]\.cell_contents",
+        lambda m: f"L[{freevars[int(m[1])]!r}]" if int(m[1]) < len(freevars) else m[0],
+        text,
+    )
+    return re.sub(r"\bK\[('[^'\\]*')\]\.cell_contents", r"L[\1]", text)
