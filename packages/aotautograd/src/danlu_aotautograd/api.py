@@ -464,9 +464,7 @@ class AotModule(torch.nn.Module):
         names, state = _module_state(self.orig_module)
         self._names = names
         self._num_state = len(state)
-        if kwargs or not isinstance(state, list) or not _plain_tensors(state):
-            return tree_flatten(((state, args, kwargs), {}))
-        if not _plain_tensors(args):
+        if kwargs or not (_plain_tensors(state) and _plain_tensors(args)):
             return tree_flatten(((state, args, kwargs), {}))
         spec = self.aot.cached_spec(
             (len(state), len(args)), lambda: tree_flatten(((state, args, kwargs), {}))[1]

@@ -31,17 +31,13 @@ class GraphLowering:
     """``force_fallback``: FX node names that run as ATen fallback kernels even when a
     lowering exists (a backend failed to build a kernel for a group they were fused into)."""
 
-    def __init__(
-        self, gm: torch.fx.GraphModule, example_inputs, force_fallback=(), eager_layouts=False
-    ):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, force_fallback=(), for_gpu=False):
         self.gm = gm
         # GPU graphs: a pointwise result stored in memory takes the strides eager gives it
-        # (channels-last stays channels-last) instead of contiguous ones, and reductions with
-        # few outputs run in two stages (lowering/reductions.py), and values shared by several
+        # (channels-last stays channels-last) instead of contiguous ones, reductions with few
+        # outputs run in two stages (lowering/reductions.py), and values shared by several
         # consumers are recomputed unless expensive (ir/nodes.py)
-        self.eager_layouts = eager_layouts
-        self.split_reductions = eager_layouts
-        self.recompute_cheap_values = eager_layouts
+        self.for_gpu = for_gpu
         self.force_fallback = frozenset(force_fallback)
         self.example_inputs = list(example_inputs)
         self.buffers: list[ir.Buffer] = []
@@ -172,7 +168,7 @@ class GraphLowering:
                     )
                     result = self._call(node, args, kwargs)
                     self._tag_origins(result, node.name)
-                    if self.eager_layouts:
+                    if self.for_gpu:
                         self._prefer_eager_strides(node, result, (args, kwargs))
                     if users[node] > 1:
                         for r in pytree.tree_leaves(result):

@@ -13,10 +13,7 @@ from __future__ import annotations
 import torch
 from torch import fx
 
-_SDPA_TARGETS = {torch._C._nn.scaled_dot_product_attention}
-_sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
-if _sdpa is not None:
-    _SDPA_TARGETS.add(_sdpa)
+from danlu_primtorch.fake.attention import SDPA as _SDPA_TARGETS
 
 
 def mask_for_fused_attention(mask):

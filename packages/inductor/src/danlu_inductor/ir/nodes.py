@@ -287,7 +287,7 @@ class StorageBox:
         expensive (heavy math, many loads, long bodies)."""
         if isinstance(self.data, Pointwise):
             c = self.data.count_ops()
-            if getattr(_current.graph, "recompute_cheap_values", False):
+            if getattr(_current.graph, "for_gpu", False):
                 # GPU kernels are bound by memory: arithmetic is nearly free, so only values
                 # that read much or compute transcendentals are stored (a loss gradient over
                 # a vocabulary, ~30 ops on per-row loads, would otherwise be written and read

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from danlu_inductor.ir.nodes import Pointwise, Reduction, StorageBox
+from danlu_inductor.ir.nodes import Pointwise, Reduction, StorageBox, current_graph
 from danlu_inductor.ir.ops import ops
 from danlu_inductor.ir.symbols import FloorDiv, IMod, hint, is_static, product
 from danlu_inductor.lowering.registry import (
@@ -92,9 +92,7 @@ _SPLITTABLE = ("sum", "prod", "max", "min", "any", "all")
 
 
 def _splits(kept_sizes, red_sizes, reduction_type) -> int:
-    from danlu_inductor.ir.nodes import current_graph
-
-    if not getattr(current_graph(), "split_reductions", False):
+    if not current_graph().for_gpu:
         return 1
     if reduction_type not in _SPLITTABLE or not all(
         is_static(s) for s in (*kept_sizes, *red_sizes)

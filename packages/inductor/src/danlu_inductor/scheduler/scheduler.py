@@ -112,6 +112,14 @@ class FusionGroup:
         return f"{kind} kernel [{dims}]: {members}"
 
 
+def _score_nearby_pairs(scores: dict, nodes: list, weight: int) -> None:
+    """Add ``weight`` to the score of each pair of ``nodes`` at most 7 apart in the list."""
+    for i in range(len(nodes)):
+        for j in range(i + 1, min(len(nodes), i + 8)):
+            key = (nodes[i].name, nodes[j].name)
+            scores[key] = scores.get(key, 0) + weight
+
+
 class ExternGroup:
     def __init__(self, node):
         self.nodes = [node]
@@ -244,6 +252,9 @@ class Scheduler:
                 for b in n.read_names:
                     readers.setdefault(b, []).append(n)
         scores: dict[tuple[str, str], int] = {}
+        # siblings: readers of what one kernel wrote (the second stages of split reductions
+        # fused in their first stage) share no buffer but can run as one kernel
+        siblings: dict[int, dict[str, object]] = {}
         for b, rs in readers.items():
             size = self._bytes(b)
             producer = self.name_to_node.get(b)
@@ -251,25 +262,11 @@ class Scheduler:
                 for r in rs:
                     key = (producer.name, r.name)
                     scores[key] = scores.get(key, 0) + 2 * size
-            for i in range(len(rs)):
-                for j in range(i + 1, min(len(rs), i + 8)):
-                    key = (rs[i].name, rs[j].name)
-                    scores[key] = scores.get(key, 0) + size
-        # siblings: readers of what one kernel wrote (the second stages of split reductions
-        # fused in their first stage) share no buffer but can run as one kernel
-        siblings: dict[int, dict[str, object]] = {}
-        for b, rs in readers.items():
-            producer = self.name_to_node.get(b)
-            if producer is None or producer.is_extern:
-                continue
-            group = siblings.setdefault(id(self.node_group[producer.name]), {})
-            group.update((r.name, r) for r in rs)
+                group = siblings.setdefault(id(self.node_group[producer.name]), {})
+                group.update((r.name, r) for r in rs)
+            _score_nearby_pairs(scores, rs, size)
         for members in siblings.values():
-            rs = list(members.values())
-            for i in range(len(rs)):
-                for j in range(i + 1, min(len(rs), i + 8)):
-                    key = (rs[i].name, rs[j].name)
-                    scores[key] = scores.get(key, 0) + 1
+            _score_nearby_pairs(scores, list(members.values()), 1)
         order = {n.name: n.order for n in self.nodes}
         return [
             k

@@ -27,10 +27,6 @@ SDPA = frozenset(
 )
 
 
-def is_sdpa(func) -> bool:
-    return func in SDPA or getattr(func, "__name__", None) == "scaled_dot_product_attention"
-
-
 def _symbolic(t) -> bool:
     return isinstance(t, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in t.shape)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .attention import is_sdpa, symbolic_cuda_sdpa
+from .attention import SDPA, symbolic_cuda_sdpa
 
 _DATA_FACTORIES = {torch.tensor, torch.as_tensor, torch.asarray}
 
@@ -22,7 +22,7 @@ _DATA_FACTORIES = {torch.tensor, torch.as_tensor, torch.asarray}
 class DataFactoryDeviceMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if is_sdpa(func):
+        if func in SDPA:
             out = symbolic_cuda_sdpa(args, kwargs)
             if out is not None:
                 return out

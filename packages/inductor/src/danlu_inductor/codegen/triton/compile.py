@@ -72,9 +72,7 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
     for _ in range(MAX_RETRIES):
         t0 = time.perf_counter()
         try:
-            graph = GraphLowering(
-                gm, example_inputs, force_fallback=forced, eager_layouts=True
-            ).run()
+            graph = GraphLowering(gm, example_inputs, force_fallback=forced, for_gpu=True).run()
         except NotLowered as e:
             log.warning("danlu_inductor: cannot compile this graph (%s); running it eagerly", e)
             return EagerGraph(gm, str(e))
