@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 
 import torch
+from torch.utils._pytree import tree_map
 
 from .symbolic_views import SYMBOLIC_VIEW_META
 from .tensor import kernel_invocation
@@ -104,8 +105,6 @@ def run_symbolic(mode, func, args, kwargs):
     if view_meta is not None:
         return view_meta(mode, func, args, kwargs)
     if func in _HINTED_CHOICES:
-        from torch.utils._pytree import tree_map
-
         hinted = tree_map(lambda x: _with_hints(mode, x), (args, kwargs))
         with kernel_invocation():
             return func(*hinted[0], **hinted[1])
