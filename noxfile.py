@@ -22,6 +22,9 @@ nox.options.default_venv_backend = "venv"
 # the tests import, lazily.
 os.environ.setdefault("PIP_NO_COMPILE", "1")
 nox.options.reuse_venv = "yes"
+# Each torch venv takes 1-2 GB; on a machine with little disk (CI), DANLU_NOX_DISCARD_VENVS=1
+# deletes a session's venv once its tests have run, so the peak is one venv, not seven.
+DISCARD_VENVS = os.environ.get("DANLU_NOX_DISCARD_VENVS") == "1"
 nox.options.sessions = ["lint", "tests"]
 
 # package folder -> (distribution, import name, danlu packages it declares)
@@ -60,17 +63,22 @@ def _install_packages(session: nox.Session, names: list[str], with_tests: bool) 
 
 
 def _pytest(session: nox.Session, *paths: str) -> None:
-    session.run(
-        "python",
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        *paths,
-        *session.posargs,
-        env={"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "2"},
-    )
+    try:
+        session.run(
+            "python",
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            *paths,
+            *session.posargs,
+            env={"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "2"},
+        )
+    finally:
+        if DISCARD_VENVS:
+            session.log(f"discarding {session.virtualenv.location}")
+            shutil.rmtree(session.virtualenv.location, ignore_errors=True)
 
 
 def _package_session(folder: str):
