@@ -232,6 +232,7 @@ class GraphLowering:
             raise DynamicShapeUnsupported(f"symbolic storage offset of input {node.name}")
         layout = FixedLayout(example.dtype, size, stride, 0)
         buf = ir.InputBuffer(node.name, layout)
+        buf.storage_offset = example.storage_offset()
         self.graph_inputs[node.name] = buf
         self.graph_input_names.append(node.name)
         self.name_to_buffer[node.name] = buf
@@ -244,6 +245,7 @@ class GraphLowering:
         name = f"const_{node.target}".replace(".", "_")
         layout = FixedLayout(value.dtype, as_exprs(value.shape), as_exprs(value.stride()), 0)
         buf = ir.ConstantBuffer(name, layout, value)
+        buf.storage_offset = value.storage_offset()
         self.constants[name] = value
         self.name_to_buffer[name] = buf
         return ir.StorageBox(buf)

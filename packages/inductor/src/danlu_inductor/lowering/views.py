@@ -275,7 +275,10 @@ def as_strided(x, size, stride, storage_offset=None):
         if not base.layout.is_contiguous():
             raise NotLowered("as_strided of a non-contiguous buffer")
         buf, off0 = base, base.layout.offset
-    off = as_expr(storage_offset if storage_offset is not None else off0)
+    if storage_offset is None:
+        off = as_expr(off0)
+    else:  # counted from the storage's start, which lies buffer.storage_offset before its data
+        off = as_expr(storage_offset) - buf.storage_offset
     layout = FixedLayout(x.get_dtype(), as_exprs(size), as_exprs(stride), off)
     return StridedNode(buf, layout)
 
