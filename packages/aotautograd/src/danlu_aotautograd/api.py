@@ -475,6 +475,35 @@ class AotModule(torch.nn.Module):
         """Trace and compile for these example inputs (metadata only) without running."""
         return self.aot.compile_for(*self._inputs(args, kwargs))
 
+    def guarded_runner(self, example_args: list) -> Callable | None:
+        """A call path for tensor inputs whose metadata the caller guards: a capture checks
+        each input's type, dtype, device, requires_grad, sizes and strides, and the grad mode,
+        before it calls the graph. It skips the per-input signature (and the walk over the
+        module's state) and checks only what captures do not guard: the grad mode, cheaply,
+        and the storage offsets, which ``as_strided`` reads. Anything else goes the full way.
+        None where the examples are not all plain tensors or did not compile."""
+        if not _plain_tensors(example_args):
+            return None
+        flat, spec = self._inputs(list(example_args), {})
+        compiled = self.aot.compile_for(flat, spec)
+        if not isinstance(compiled, CompiledProgram):  # eager, or bound to symbolic sizes
+            return None
+        state = flat[: self._num_state]
+        offsets = list(map(torch.Tensor.storage_offset, example_args))
+        grad = torch.is_grad_enabled()
+        written = compiled.program.written_inputs
+        offset_of = torch.Tensor.storage_offset
+
+        def run(*args):
+            if torch.is_grad_enabled() is not grad or list(map(offset_of, args)) != offsets:
+                return self(*args)
+            inputs = [*state, *args]
+            if written:
+                _check_no_aliased_writes(inputs, written)
+            return compiled(inputs)
+
+        return run
+
     def forward(self, *args, **kwargs):
         flat, spec = self._inputs(args, kwargs)
         compiled = self.aot.compile_for(flat, spec)
@@ -529,6 +558,7 @@ def aot_graph(
     inference_compiler: Compiler | None = None,
     on_unsupported: str = "raise",
     dynamic=None,
+    guarded_inputs: bool = False,
 ) -> Callable:
     """Compile a captured graph (``gm(*example_inputs)``) now, for the current grad mode.
 
@@ -541,6 +571,11 @@ def aot_graph(
     at the first call, and SymInt inputs that equal such a size are read from that tensor; the
     compilation serves every size its shape guards allow. All-static examples compile now, for
     those shapes. ``True``: every dim of every tensor input symbolic; ``False``: never.
+
+    ``guarded_inputs=True``: the caller guarantees that every call's tensor inputs have the
+    examples' type, dtype, device, requires_grad, sizes and strides, under the same grad mode
+    (a capture's guards check exactly that before calling); calls then skip the per-input
+    signature (``AotModule.guarded_runner``). Only all-tensor, static graphs take it.
     """
     if isinstance(gm, fx.GraphModule):
         unit_stride_attention_masks(gm)
@@ -560,14 +595,19 @@ def aot_graph(
         dynamic=plan if dynamic else False,
         size_args=size_args,
     )
+    fast = None
     if not symbolic and not dynamic:
-        compiled.compile_for(*example_inputs)
+        if guarded_inputs:
+            fast = compiled.guarded_runner(example_inputs)
+        else:
+            compiled.compile_for(*example_inputs)
     # else: compile at the first call (dynamic: from real tensors, with symbolic sizes; a
     # symbolic example without dynamic: for the concrete shapes seen then, per signature)
 
     def run(*args):
         return compiled(*args)
 
+    run = fast or run
     run.aot_module = compiled
     return run
 
@@ -616,13 +656,15 @@ def aot_backend(
     decompositions=None,
     inference_compiler: Compiler | None = None,
     dynamic=None,
+    guarded_inputs: bool = False,
 ) -> Callable:
     """A capture backend ``backend(gm, example_inputs) -> callable`` built on aot_graph.
 
     Graphs it cannot trace or functionalize run eagerly, with a warning that says why.
     ``dynamic`` as in aot_graph (None: symbolic where the capture's example inputs are); a
     graph that cannot be traced with symbolic sizes is compiled per static shape instead,
-    with a warning.
+    with a warning. ``guarded_inputs`` as in aot_graph: True for a capture that guards its
+    inputs' metadata and the grad mode (danlu_dynamo's and torch's both do).
     """
 
     def backend(gm, example_inputs):
@@ -636,6 +678,7 @@ def aot_backend(
             inference_compiler=inference_compiler,
             on_unsupported="eager",
             dynamic=dynamic,
+            guarded_inputs=guarded_inputs,
         )
 
     backend.fw_compiler = fw_compiler

@@ -139,6 +139,7 @@ def aot_pipeline(graph_compiler, decompositions):
             wrap("backward"),
             inference_compiler=wrap("inference"),
             decompositions=decompositions,
+            guarded_inputs=True,  # danlu_dynamo's guards check every input's metadata
         )(gm, example_inputs)
         CompileStats.current().add_phase(
             "autograd", max(0.0, time.perf_counter() - start - inner[0]), record
