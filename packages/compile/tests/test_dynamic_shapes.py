@@ -95,3 +95,35 @@ def test_logs_and_capture_say_which_size_changed():
     assert any("L['x'].size(0): 3 -> 6, made dynamic" in r for r in records)
     capture = danlu.CompileStats.current().captures[-1]
     assert any("made dynamic" in r for r in capture.recompiles)
+
+
+class Windowed(torch.nn.Module):
+    """Reads the first ``n`` positions: ``n`` is a Python int argument."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.ln = torch.nn.LayerNorm(8)
+
+    def forward(self, x, n):
+        return self.ln(self.fc(x[:, :n])).sum(1) * n
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_int_argument_made_dynamic_compiles_twice_and_trains(backend):
+    torch.manual_seed(torch.seed() % 2**31)
+    ref = Windowed()
+    model = Windowed()
+    model.load_state_dict(ref.state_dict())
+    calls, be = counting_backend(backend)
+    compiled = danlu.compile(model, backend=be)
+    x = torch.randn(24, 3, 8).transpose(0, 1)  # non-contiguous, 24 positions
+    for n in (3, 5, 9, 24, 2, 17, 5):
+        out, exp = compiled(x, n), ref(x, n)
+        assert same(exp, out)
+        out.square().sum().backward()
+        exp.square().sum().backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            assert same(q.grad, p.grad)
+            p.grad = q.grad = None
+    assert len(calls) == 2

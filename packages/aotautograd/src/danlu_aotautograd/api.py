@@ -92,6 +92,15 @@ class BoundProgram:
         return getattr(self.compiled, name)
 
 
+def _call_values(flat: list, tensors: list, program) -> dict:
+    """The values of a dynamic program's sources for this call: symbolic sizes and strides of
+    its tensor inputs and its symbolic int inputs (``primals_int_j``)."""
+    values = _size_values(tensors, program.dynamic_inputs)
+    for j, k in enumerate(program.int_inputs):
+        values[f"primals_int_{j}"] = flat[k]
+    return values
+
+
 def _size_values(tensors: list, dynamic_inputs: dict) -> dict:
     """``{"primals_i.size(d)": n, "primals_i.stride(d)": s}`` for the inputs traced symbolic."""
     values = {}
@@ -163,7 +172,16 @@ class AotFunction:
         inputs = [_input_key(a) for a in flat]
         if self.dims_for is not None and self.size_args is not None:
             positions = [k for k, a in enumerate(flat) if isinstance(a, torch.Tensor)]
-            for k, (ti, d) in self.size_args().items():
+            for k, where in self.size_args().items():
+                if where is None:  # an int traced as a symbol of its own
+                    if type(flat[k]) is not int:
+                        raise AotNotSupported(
+                            f"input {k} was captured as a symbolic int, got "
+                            f"{type(flat[k]).__name__} in this call"
+                        )
+                    inputs[k] = ("I",)
+                    continue
+                ti, d = where
                 t = flat[positions[ti]]
                 if flat[k] != t.shape[d]:
                     raise AotNotSupported(
@@ -199,9 +217,17 @@ class AotFunction:
             if dims:
                 plan[i] = tuple(sorted({d % t.dim() for d in dims}))
         if self.size_args is not None:
-            for ti, d in self.size_args().values():
-                plan[ti] = tuple(sorted({*plan.get(ti, ()), d}))
+            for where in self.size_args().values():
+                if where is not None:
+                    ti, d = where
+                    plan[ti] = tuple(sorted({*plan.get(ti, ()), d}))
         return plan
+
+    def _int_args(self) -> list[int]:
+        """Flat positions of the int inputs traced as symbols of their own."""
+        if self.dims_for is None or self.size_args is None:
+            return []
+        return [k for k, where in self.size_args().items() if where is None]
 
     def _dynamic_key(self, key: tuple, flat: list, plan: dict) -> tuple:
         joint, spec, extra, inputs = key
@@ -229,7 +255,7 @@ class AotFunction:
             return self.cache[key]
         if self.dims_for is not None:
             plan = self._plan(flat)
-            if plan:
+            if plan or self._int_args():
                 self.cache[key] = self._compile_dynamic(key, flat, spec, plan)
                 return self.cache[key]
         if key not in self.cache:
@@ -251,7 +277,7 @@ class AotFunction:
         failed: list[str] = []
         for compiled in reversed(entries):
             env = compiled.program.shape_env
-            values = _size_values(tensors, compiled.program.dynamic_inputs)
+            values = _call_values(flat, tensors, compiled.program)
             self.stats["guard_checks"] += 1
             failed = env.failed_guards(values)
             if not failed:
@@ -279,7 +305,7 @@ class AotFunction:
             return self._compile_static_or_eager(flat, spec, key[0])
         entries.append(compiled)
         env = compiled.program.shape_env
-        return BoundProgram(compiled, env.bind(_size_values(tensors, plan)))
+        return BoundProgram(compiled, env.bind(_call_values(flat, tensors, compiled.program)))
 
     def _compile_static_or_eager(self, flat: list, spec, joint: bool):
         try:
@@ -298,7 +324,7 @@ class AotFunction:
             joint=joint,
             decompositions=self.decompositions,
             dynamic_dims=dynamic_dims,
-            size_args=self.size_args() if dynamic_dims and self.size_args else None,
+            size_args=self.size_args() if dynamic_dims is not None and self.size_args else None,
         )
         timings["trace"] = program.trace_seconds
         if joint:
@@ -438,7 +464,10 @@ class AotModule(torch.nn.Module):
 
             def size_args():  # user positions -> positions after the lifted parameters
                 n = self._num_state
-                return {n + k: (n + ti, d) for k, (ti, d) in user_size_args.items()}
+                return {
+                    n + k: None if where is None else (n + where[0], where[1])
+                    for k, where in user_size_args.items()
+                }
 
         self.aot = AotFunction(
             self._functional_call,
@@ -643,8 +672,10 @@ def _example_plan(example_inputs: list):
             where.setdefault(str(t.shape[d]), (i, d))
     size_args = {}
     for k, x in enumerate(tree_flatten(list(example_inputs))[0]):
-        if isinstance(x, torch.SymInt) and str(x) in where:
-            size_args[k] = where[str(x)]
+        if isinstance(x, torch.SymInt):
+            # a size of a tensor input is read from it; any other SymInt (an int argument
+            # the capture made symbolic) is traced as a symbol of its own
+            size_args[k] = where.get(str(x))
     return (lambda i, t: dims.get(i)), (size_args or None)
 
 

@@ -60,6 +60,15 @@ class TracedProgram:
     extra: dict = field(default_factory=dict)
     shape_env: Any = None  # dynamic shapes: the ShapeEnv holding the symbols and guards
     dynamic_inputs: dict = field(default_factory=dict)  # tensor index -> symbolic dims
+    # flat positions of int inputs traced as symbols: graph inputs ``primals_int_j``, after
+    # the tensors (the compiled graphs take the tensor inputs, then these ints)
+    int_inputs: list = field(default_factory=list)
+
+    def graph_args(self, flat_args: list) -> list:
+        """The compiled forward's inputs for these flat inputs: tensors, then symbolic ints."""
+        args = [a for a in flat_args if isinstance(a, torch.Tensor)]
+        args.extend(flat_args[k] for k in self.int_inputs)
+        return args
 
     @property
     def dynamic(self) -> bool:
@@ -132,8 +141,9 @@ def trace_program(
     Tensor entries of ``flat_args`` become ``primals_i`` in order; only their metadata is used,
     so they may be real, meta or fake tensors. Other entries are baked into the graph.
     ``dynamic_dims`` (tensor index -> dims; real tensors only): trace with those sizes symbolic.
-    ``size_args`` (flat position -> (tensor index, dim)): non-tensor inputs that are traced as
-    that (symbolic) size of that tensor input.
+    ``size_args`` (flat position -> (tensor index, dim) or None): non-tensor inputs that are
+    traced as that (symbolic) size of that tensor input, or (None) ints traced as symbols of
+    their own, graph inputs ``primals_int_j`` after the tensors.
     """
     start = time.perf_counter()
     fake_mode = fakes = None
@@ -155,8 +165,23 @@ def trace_program(
             call_flat.append(s)
         else:
             call_flat.append(a)
-    for k, (ti, d) in (size_args or {}).items():
-        call_flat[k] = fakes[ti].shape[d]
+    int_inputs = []
+    for k, where in (size_args or {}).items():
+        if where is not None:
+            ti, d = where
+            call_flat[k] = fakes[ti].shape[d]
+            continue
+        name = f"primals_int_{len(int_inputs)}"
+        value = fake_mode.shape_env.create_symbolic_size(flat_args[k], name, duck=False)
+        if isinstance(value, torch.SymInt):
+            node = tracer.graph.placeholder(name)
+            node.meta["val"] = value
+            tracer.sym_values.register_input(node, value)
+        else:  # 0 or 1: specialised, with an input check on the value
+            node = tracer.graph.placeholder(name)
+            node.meta["val"] = value
+        int_inputs.append(k)
+        call_flat[k] = value
     args, kwargs = tree_unflatten(call_flat, in_spec)
     grad_ctx = torch.enable_grad() if joint else torch.no_grad()
     with grad_ctx, tracer.mode:
@@ -258,6 +283,7 @@ def trace_program(
         trace_seconds=time.perf_counter() - start,
         shape_env=fake_mode.shape_env if fake_mode is not None else None,
         dynamic_inputs={i: tuple(d) for i, d in (dynamic_dims or {}).items() if d},
+        int_inputs=int_inputs,
     )
 
 

@@ -41,11 +41,12 @@ class CompiledProgram:
     def __call__(self, flat_args: list, binding: dict | None = None) -> Any:
         prog = self.program
         tensors = [a for a in flat_args if isinstance(a, torch.Tensor)]
+        args = prog.graph_args(flat_args) if prog.int_inputs else tensors
         if prog.joint:
-            fw_outs = _CompiledFunction.apply(self, *tensors)
+            fw_outs = _CompiledFunction.apply(self, *args)
         else:
             with torch.no_grad():
-                fw_outs = _as_list(call_compiled(self.forward, list(tensors)))
+                fw_outs = _as_list(call_compiled(self.forward, list(args)))
         roots = fw_outs[: prog.num_roots]
         if prog.written_inputs:
             with torch.no_grad():
@@ -112,10 +113,11 @@ class _CompiledFunction(torch.autograd.Function):
         # Outputs and inputs go through save_for_backward (no reference cycle through the
         # autograd graph, version checks). Intermediates are kept in a plain list the backward
         # takes over, so a boxed backward can free each one right after its last use.
-        keep = {id(o) for o in fw_outs} | {id(a) for a in args}
-        ctx.save_for_backward(*[s for s in saved if id(s) in keep])
-        ctx.intermediates = [s for s in saved if id(s) not in keep]
-        ctx.from_saved = [id(s) in keep for s in saved]
+        keep = {id(o) for o in fw_outs} | {id(a) for a in args if isinstance(a, torch.Tensor)}
+        kept = [isinstance(s, torch.Tensor) and id(s) in keep for s in saved]
+        ctx.save_for_backward(*[s for s, k in zip(saved, kept) if k])
+        ctx.intermediates = [s for s, k in zip(saved, kept) if not k]
+        ctx.from_saved = kept
         ctx.compiled = compiled
         ctx.mark_non_differentiable(
             *[o for o, d in zip(fw_outs, prog.fw_differentiable) if not d and torch.is_tensor(o)]
@@ -144,7 +146,7 @@ class _CompiledFunction(torch.autograd.Function):
         bw_args.extend(tangents)
         del tangents, grad_outputs
         grads = _as_list(call_compiled(compiled.backward, bw_args))
-        result: list = [None] * prog.num_inputs
+        result: list = [None] * (prog.num_inputs + len(prog.int_inputs))
         it = iter(grads)
         for i, rg in enumerate(prog.input_requires_grad):
             if rg:

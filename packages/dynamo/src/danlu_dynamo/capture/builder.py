@@ -48,6 +48,10 @@ def wrap_value(out, value, source):
 
     if isinstance(value, torch.Tensor):
         return out.tensor_input(value, source)
+    if type(value) is int and src is not None:
+        symbolic = out.int_input(value, source)
+        if symbolic is not None:
+            return symbolic
     if is_const_value(value):
         if src is not None:
             if isinstance(value, types.CodeType):

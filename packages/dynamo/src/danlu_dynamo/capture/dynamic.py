@@ -13,6 +13,12 @@
 (honoured with ``None`` and ``True``). Parameters and buffers of modules stay static. Sizes 0
 and 1 are always specialised (ShapeEnv), so a size-1 input recompiles.
 
+Python ints that are the frame's own arguments or locals (``L['n']``) follow the same rules:
+with ``None`` an int whose value changed between captures becomes a symbolic graph input (a
+SymInt placeholder) from then on, with ``True`` from the first trace. Only values >= 2 are
+made symbolic; 0, 1, negative values, bools and ints read from attributes or globals stay
+constants guarded by value.
+
 For a symbolic input the exact shape/stride guard is replaced by the ShapeEnv's guards over
 the input's sizes and strides: value ranges, input checks (static dims, strides, 0/1
 specialisations) and the guards recorded by branches on sizes (``L['x'].size(0) > 16``).
@@ -56,6 +62,9 @@ def _mark(t: torch.Tensor, dims, into: str, out_of: str) -> None:
 # stay static unless marked: they do not change size between calls, and a symbolic weight
 # would only cost guards.
 _STATIC_SOURCE = re.compile(r"[\]\)]\.[A-Za-z_]|getattr\(|\._parameters\[|\._buffers\[")
+# Ints made symbolic: the frame's own arguments and locals, and items of containers passed
+# in (``L['args'][1]``, ``L['kwargs']['n']``), never attributes or globals.
+_FRAME_LOCAL = re.compile(r"L\['\w+'\](\[(\d+|'\w+')\])*")
 
 
 class DynamicPolicy:
@@ -68,6 +77,7 @@ class DynamicPolicy:
         self.mode = mode  # None | True | False
         self.memory = memory
         self.seen: dict[str, tuple] = {}
+        self.seen_ints: dict[str, tuple[int, bool]] = {}  # source -> (value, made symbolic)
         self.notes: list[str] = []  # "L['x'].size(0): 16 -> 24, made dynamic"
         self.disabled = False  # a trace fell back to static sizes
         self.used = False  # some input got symbolic sizes
@@ -106,6 +116,25 @@ class DynamicPolicy:
             self.used = True
         return tuple(sorted(dims)) or None
 
+    def int_symbolic(self, source: str, value: int) -> bool:
+        """Whether the int at ``source`` (a frame local) becomes a symbolic graph input."""
+        if not self.active or not _FRAME_LOCAL.fullmatch(source):
+            return False
+        prev = self.memory.get(("int", source))
+        if self.mode is True:
+            symbolic = True
+        elif prev is None:
+            symbolic = False
+        else:
+            symbolic = prev[1] or prev[0] != value
+            note = f"{source}: {prev[0]} -> {value}, made dynamic"
+            if symbolic and not prev[1] and note not in self.notes:
+                self.notes.append(note)
+        symbolic = symbolic and value >= 2
+        self.seen_ints[source] = (value, symbolic)
+        self.used = self.used or symbolic
+        return symbolic
+
     def note_specialised(self, env) -> None:
         """Sizes the trace turned back into constants (``int(n)``, ``range(n)``, a meta kernel
         that needs a concrete size): each is guarded by ``Eq``, so a new value recompiles."""
@@ -125,6 +154,9 @@ class DynamicPolicy:
             if prev is not None and len(prev[0]) == len(sizes):
                 dims |= prev[1]
             self.memory[source] = (sizes, frozenset(dims))
+        for source, (value, symbolic) in self.seen_ints.items():
+            prev = self.memory.get(("int", source))
+            self.memory[("int", source)] = (value, symbolic or (prev is not None and prev[1]))
 
 
 # ------------------------------------------------------------------ guards

@@ -89,6 +89,7 @@ class OutputGraph:
         self.guards.shape_env = shape_env
         self.dynamic_dims: dict[str, tuple] = {}  # source -> symbolic dims
         self._size_nodes: dict = {}
+        self._int_inputs: dict[str, Var] = {}  # source -> symbolic int graph input
         self.fake_mode = new_mode(shape_env)
         self.active_ctx: list = []  # autocast contexts entered for real while tracing
 
@@ -122,14 +123,27 @@ class OutputGraph:
             return DictVar({k: self.wrap_const(x) for k, x in v.items()})
         return self.wrap(v, None)
 
-    def tensor_input(self, value: torch.Tensor, source: Source | None) -> TensorVar:
-        if source is None:
-            raise Unsupported("tensor without a source (a global created elsewhere?)")
-        dims = None
-        if self.shape_env is not None:
-            dims = self.dynamic.dims_for(source.expr, value)
-        self.guards.tensor_match(source.expr, value, dynamic=bool(dims))
-        name = "".join(c if c.isalnum() else "_" for c in source.expr).strip("_")[:48]
+    def int_input(self, value: int, source: Source) -> Var | None:
+        """The int argument at ``source`` as a symbolic graph input (a SymInt placeholder),
+        or None when the dynamic-shape policy keeps it a constant."""
+        hit = self._int_inputs.get(source.expr)
+        if hit is not None:
+            return hit
+        if self.shape_env is None or not self.dynamic.int_symbolic(source.expr, value):
+            return None
+        sym = self.shape_env.create_symbolic_size(value, source.expr, duck=False)
+        self.guards.type_match(source.expr, value)  # the value: the ShapeEnv's range guard
+        node = self._new_placeholder(source.expr)
+        self.input_sources.append(source)
+        self.input_values.append(value)
+        node.meta["example_value"] = sym
+        var = SymNumVar(node, sym)
+        self._int_inputs[source.expr] = var
+        return var
+
+    def _new_placeholder(self, expr: str):
+        """A placeholder after the last one, named after its source."""
+        name = "".join(c if c.isalnum() else "_" for c in expr).strip("_")[:48]
         last = self._last_placeholder
         if last is None:
             first = next(iter(self.graph.nodes), None)
@@ -143,6 +157,16 @@ class OutputGraph:
         with ctx:
             node = self.graph.placeholder(f"L{len(self.input_sources)}_{name}")
         self._last_placeholder = node
+        return node
+
+    def tensor_input(self, value: torch.Tensor, source: Source | None) -> TensorVar:
+        if source is None:
+            raise Unsupported("tensor without a source (a global created elsewhere?)")
+        dims = None
+        if self.shape_env is not None:
+            dims = self.dynamic.dims_for(source.expr, value)
+        self.guards.tensor_match(source.expr, value, dynamic=bool(dims))
+        node = self._new_placeholder(source.expr)
         self.input_sources.append(source)
         self.input_values.append(value)
         fake = to_fake(self.fake_mode, value, dims, source.expr)
