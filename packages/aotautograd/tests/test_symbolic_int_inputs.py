@@ -58,3 +58,21 @@ def test_a_non_int_where_a_symbolic_int_was_captured_runs_eagerly():
     compiled = da.aot_graph(_captured(), [x, w, 5], da.run_graph, on_unsupported="eager")
     with pytest.warns(UserWarning, match="symbolic int"):
         torch.testing.assert_close(compiled(x, w, True), _f(x, w, True))
+
+
+def test_a_trace_that_specialises_the_int_is_checked_per_value():
+    # canonical decompositions turn roll's shift into an arange bound: the trace specialises
+    # the symbol (a guard); every new value must check it and trace again, not reuse
+    def roll(x, n):
+        return x.roll(n, 0) * 2
+
+    gm = fx.symbolic_trace(roll)
+    env = ShapeEnv(duck_shape=False)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder" and node.name == "n":
+            node.meta["val"] = env.create_symbolic_size(3, "L['n']", duck=False)
+    x = torch.randn(12, 4)
+    compiled = da.aot_graph(gm, [x, 3], da.run_graph, decompositions="canonical")
+    for n in (3, 4, 7, 3):
+        torch.testing.assert_close(compiled(x, n), roll(x, n))
+    assert compiled.aot_module.aot.stats["traces"] == 3

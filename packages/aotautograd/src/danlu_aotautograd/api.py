@@ -17,6 +17,7 @@ from danlu_aotautograd.partition import min_cut_partition
 from danlu_aotautograd.runtime.boxed import BoxedGraph
 from danlu_aotautograd.runtime.compiled_function import CompiledProgram
 from danlu_aotautograd.tracing.attention_masks import unit_stride_attention_masks
+from danlu_primtorch.tracing.tracer import TracingError
 
 Compiler = Callable[[fx.GraphModule, list], Callable]
 
@@ -179,7 +180,9 @@ class AotFunction:
                             f"input {k} was captured as a symbolic int, got "
                             f"{type(flat[k]).__name__} in this call"
                         )
-                    inputs[k] = ("I",)
+                    # the value keys this call's binding (its guards are checked once per
+                    # value); the dynamic key drops it
+                    inputs[k] = ("SymInt", flat[k])
                     continue
                 ti, d = where
                 t = flat[positions[ti]]
@@ -238,6 +241,8 @@ class AotFunction:
                 i = next(tensors)
                 if i in plan:
                     k = ("D", a.dim(), plan[i], a.dtype, a.device, a.requires_grad)
+            elif k[0] == "SymInt":  # a symbolic int: any value
+                k = ("SymInt",)
             out.append(k)
         return (joint, spec, extra, tuple(out))
 
@@ -291,9 +296,10 @@ class AotFunction:
             log.info("danlu_aotautograd: tracing again: %s", reason)
         try:
             compiled = self._compile(flat, spec, joint=key[0], dynamic_dims=plan)
-        except (AotNotSupported, TypeError, NotImplementedError) as e:
+        except (AotNotSupported, TypeError, NotImplementedError, TracingError) as e:
             # TypeError / NotImplementedError: a decomposition or meta function that wants a
-            # number where the trace has a symbol. A real error shows again in the static trace.
+            # number where the trace has a symbol; TracingError: a symbolic value the graph
+            # cannot compute (``n ** 0.5``). A real error shows again in the static trace.
             if self.on_unsupported == "raise":
                 raise
             warnings.warn(
