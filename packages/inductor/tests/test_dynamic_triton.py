@@ -42,3 +42,12 @@ def test_training_forward_backward(results):
     if "skipped" in r:
         pytest.skip(r["skipped"])
     assert r["graphs"] == 2 and r["kernels"] >= 2
+
+
+def test_symbolic_int_argument_forward_backward(results):
+    r = ok(results["int_argument"])
+    if "skipped" in r:
+        pytest.skip(r["skipped"])
+    assert r["graphs"] == 2 and r["kernels"] >= 2 and r["int_in_forward"]
+    assert len(r["aot"]) == r["kernels"], r["aot"]  # each kernel built for sm_90 once
+    assert all(a["error"] is None and a["cubin"] > 0 for a in r["aot"]), r["aot"]

@@ -163,19 +163,73 @@ def run_mlp_training():
     return {"graphs": len(compiled), "kernels": sum(c.report["kernels"] for c in compiled)}
 
 
+def run_int_argument():
+    """A captured graph whose SymInt input is an int argument, not a size of a tensor input:
+    one trace and one set of Triton kernels serve every value, forward and backward."""
+    import torch.fx as fx
+
+    import danlu_aotautograd as da
+    from danlu_inductor import compile_fx
+    from danlu_inductor.decompositions import decomposition_table
+    from danlu_primtorch.symbolic import ShapeEnv
+
+    def f(x, w, n):
+        return torch.tanh(x[:, :n] @ w[:n]) * n
+
+    gm = fx.symbolic_trace(f)
+    env = ShapeEnv(duck_shape=False)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder" and node.name == "n":
+            node.meta["val"] = env.create_symbolic_size(5, "L['n']", duck=False)
+    compiled = []
+
+    def compiler(g, inputs):
+        c = compile_fx(g, inputs)
+        compiled.append(c)
+        return c
+
+    torch.manual_seed(0)
+    x = torch.randn(6, 20)
+    w = (torch.randn(20, 4) / math.sqrt(20)).requires_grad_()
+    run = da.aot_graph(gm, [x, w, 5], compiler, decompositions=decomposition_table())
+    for n in (5, 2, 11, 20, 7):
+        out = run(x, w, n)
+        ref_w = w.detach().clone().requires_grad_()
+        ref = f(x, ref_w, n)
+        (g,) = torch.autograd.grad(out.square().sum(), (w,))
+        (g_ref,) = torch.autograd.grad(ref.square().sum(), (ref_w,))
+        torch.testing.assert_close(out, ref, rtol=2e-5, atol=2e-5)
+        torch.testing.assert_close(g, g_ref, rtol=1e-4, atol=1e-4)  # sums of n * n terms
+    assert run.aot_module.aot.stats["traces"] == 1, run.aot_module.aot.stats
+    for c in compiled:
+        assert c.report.get("backend") == "triton", c.report
+        assert not c.report.get("triton_fallbacks"), c.report
+    return {
+        "graphs": len(compiled),
+        "kernels": sum(c.report["kernels"] for c in compiled),
+        "int_in_forward": "primals_int_0" in compiled[0].wrapper_source,
+        "aot": [
+            {"kernel": name, "error": err, **extra}
+            for c in compiled
+            for name, fn in c.launchers.items()
+            for _cfg, err, extra in fn.compile_info or []
+        ],
+    }
+
+
 def main(mode, out_path):
     assert mode == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
 
     def run_one(name):
-        if name != "mlp_training":
+        if name in CASES:
             return run_case(*CASES[name])
         try:
             import danlu_aotautograd  # noqa: F401
         except ImportError:
             return {"skipped": "danlu_aotautograd not installed"}
-        return run_mlp_training()
+        return run_mlp_training() if name == "mlp_training" else run_int_argument()
 
-    record_cases([*CASES, "mlp_training"], run_one, out_path)
+    record_cases([*CASES, "mlp_training", "int_argument"], run_one, out_path)
 
 
 if __name__ == "__main__":
