@@ -164,3 +164,27 @@ def test_side_effect_replay_on_global_object():
     assert box.log == [1] and box.last == 7
     assert torch.equal(opt(x), torch.full((1,), 2.0))
     assert box.log == [1, 1]
+
+
+def test_storage_offset_read_by_the_program_is_guarded():
+    # as_strided counts from the storage's start: the offset the trace read must be checked
+    def f(x):
+        return x.as_strided((2, 3), (3, 1), x.storage_offset() + 2) * 2
+
+    opt = danlu_dynamo.optimize("eager")(f)
+    base = torch.randn(64)
+    for start in (0, 5, 9, 5):
+        x = base[start : start + 40]
+        torch.testing.assert_close(opt(x), f(x))
+
+
+def test_storage_offset_of_a_view_made_in_the_graph_is_guarded():
+    def f(x):
+        y = x[1:]
+        return y.as_strided((3,), (2,), y.storage_offset()) + 1
+
+    opt = danlu_dynamo.optimize("eager")(f)
+    base = torch.randn(64)
+    for start in (0, 4, 11):
+        x = base[start : start + 20]
+        torch.testing.assert_close(opt(x), f(x))

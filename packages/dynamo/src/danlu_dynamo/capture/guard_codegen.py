@@ -123,6 +123,10 @@ class GuardSet:
             + (f"{v}.is_cpu" if device.type == "cpu" else f"{v}.device == {self._const(device)}"),
         )
 
+    def storage_offset(self, source: str, t: torch.Tensor):
+        """The program read a storage offset: TENSOR_MATCH does not hold it."""
+        self.add("STORAGE_OFFSET", source, f"{source}.storage_offset() == {t.storage_offset()}")
+
     def length(self, source: str, value):
         self.type_match(source, value)
         self.add("LEN", source, f"len({source}) == {len(value)}")

@@ -161,6 +161,18 @@ class TensorMethodVar(Var):
         return f"TensorMethod({self.name})"
 
 
+def _guard_storage_offsets(out, t: TensorVar) -> None:
+    """Reading a storage offset bakes it into the trace: guard it. A tensor the graph made
+    (a view of some input) has an offset that follows its base's, so then every tensor input
+    of the graph gets the guard (rare, and always correct)."""
+    if t.source is not None:  # the value the trace read: the fake's, made from the input
+        out.guards.storage_offset(t.source.expr, t.example)
+        return
+    for source, value in zip(out.input_sources, out.input_values):
+        if isinstance(value, torch.Tensor):
+            out.guards.storage_offset(source.expr, value)
+
+
 def tensor_method(tx, t: TensorVar, name, args, kwargs):
     if name in DATA_METHODS:
         raise Unsupported(f"Tensor.{name}() reads tensor data")
@@ -174,6 +186,8 @@ def tensor_method(tx, t: TensorVar, name, args, kwargs):
         if name == "storage_offset" and t.example._has_symbolic_sizes_strides:
             # a symbolic input's fake starts at offset 0 whatever the real tensor's offset
             raise Unsupported("Tensor.storage_offset() of a tensor with symbolic sizes")
+        if name == "storage_offset":
+            _guard_storage_offsets(tx.output, t)
         const_args = [a.const() for a in args]
         const_kwargs = {k: v.const() for k, v in kwargs.items()}
         v = getattr(t.example, name)(*const_args, **const_kwargs)
