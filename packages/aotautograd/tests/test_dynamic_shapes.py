@@ -494,3 +494,19 @@ def test_decomposition_that_needs_a_number_falls_back_to_static_shapes():
     aot = compiled.aot_module.aot
     assert len(aot.dynamic_refused) == 1
     assert all(c.program.shape_env is None for c in aot.compiled)
+
+
+def test_inputs_with_a_storage_offset_are_traced_static():
+    # symbolic fakes start at offset 0; the canonical decomposition of diagonal addresses the
+    # storage (as_strided), so a sliced input would read from the storage's start
+    def f(x):
+        return x.diagonal() * 2, x + 1
+
+    compiled = da.aot_function(f, da.run_graph, dynamic=True, decompositions="canonical")
+    base = torch.randn(200)
+    for offset, n in ((3, 4), (0, 5), (7, 6), (3, 4), (0, 7)):
+        x = base[offset : offset + n * (n + 1)].view(n, n + 1)
+        for got, want in zip(compiled(x), f(x)):
+            torch.testing.assert_close(got, want)
+    # offset 3 and 7: static traces (the second offset-3 call hits); offset 0: one symbolic trace
+    assert compiled.stats["traces"] == 3

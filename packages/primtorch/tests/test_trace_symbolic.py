@@ -167,6 +167,17 @@ def test_size_arithmetic_recorded_as_nodes():
         assert got[1] == want[1]
 
 
+def test_float_factors_of_sizes_are_not_truncated():
+    # sympy keeps ``s0 * 2.5`` as a Float coefficient: the graph must multiply by 2.5, not 2
+    def f(x):
+        return x * (x.shape[0] * 0.5) + (x.shape[0] * 2.5 + 1) / (x.shape[0] * 0.25)
+
+    gm = trace(f, torch.randn(4, 3), dynamic=[True])
+    for n in (3, 5, 8):
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(gm(x), f(x))
+
+
 def test_dynamic_needs_fake():
     with pytest.raises(ValueError, match="fake"):
         trace(lambda x: x + 1, torch.randn(3), fake=False, dynamic=True)

@@ -93,6 +93,15 @@ class BoundProgram:
         return getattr(self.compiled, name)
 
 
+def _offset_views(flat: list, plan: dict) -> bool:
+    """Whether an input to be traced with symbolic sizes starts past its storage's start. Its
+    symbolic fake starts at offset 0, and ops that address the storage (``as_strided``, and
+    the decompositions built on it such as ``diagonal``'s) would bake that 0 in; such calls
+    are compiled for their static shapes and offsets instead (the offset is in the key)."""
+    tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+    return any(tensors[i].storage_offset() for i in plan)
+
+
 def _call_values(flat: list, tensors: list, program) -> dict:
     """The values of a dynamic program's sources for this call: symbolic sizes and strides of
     its tensor inputs and its symbolic int inputs (``primals_int_j``)."""
@@ -260,7 +269,7 @@ class AotFunction:
             return self.cache[key]
         if self.dims_for is not None:
             plan = self._plan(flat)
-            if plan or self._int_args():
+            if (plan or self._int_args()) and not _offset_views(flat, plan):
                 self.cache[key] = self._compile_dynamic(key, flat, spec, plan)
                 return self.cache[key]
         if key not in self.cache:

@@ -140,6 +140,8 @@ class SymbolicValues:
                 return self._call(operator.neg, acc)
             if coeff.is_Integer:
                 return self._call(operator.mul, acc, int(coeff))
+            if not coeff.is_Rational:  # a float factor (``n * 0.5``): int() would truncate it
+                return self._call(operator.mul, acc, float(coeff))
             p, q = sympy.fraction(coeff)
             if p != 1:
                 acc = self._call(operator.mul, acc, int(p))
