@@ -184,3 +184,22 @@ def test_native_batch_norm_hidden_running_stat_writes_are_functionalized():
     assert compiled.compiled[0].program.written_inputs == [3, 4]
     targets = {str(n.target) for n in compiled.compiled[0].forward_graph.graph.nodes}
     assert "aten.native_batch_norm.default" not in targets
+
+
+def test_inplace_op_whose_overload_name_differs_from_its_twin():
+    # pow_.Scalar takes (Tensor self, Scalar exponent): its out-of-place twin is
+    # pow.Tensor_Scalar, not pow.Scalar (Scalar self, Tensor exponent)
+    def f(x):
+        y = x.abs() + 1
+        y.pow_(2.5)
+        z = x.abs() + 2
+        z.float_power_(1.5)
+        return y * x + z
+
+    compiled, _, _ = check(f, [torch.randn(4, 5, dtype=torch.float64, requires_grad=True)])
+    _functional(compiled)
+
+
+def test_vector_norm_backward_traces():
+    # the backward of a p-norm raises |x| to p - 2 in place
+    check(lambda x: torch.linalg.vector_norm(x, 3, dim=0), [torch.randn(6, 5, requires_grad=True)])

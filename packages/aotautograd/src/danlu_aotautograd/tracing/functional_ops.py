@@ -62,6 +62,15 @@ def _overload(packet_name: str, overload: str):
     return getattr(packet, overload, None) if overload in packet.overloads() else None
 
 
+def _same_arguments(a, b) -> bool:
+    """Same argument names and types (mutability annotations aside)."""
+
+    def args(op):
+        return [(x.name, str(x.type)) for x in op._schema.arguments]
+
+    return args(a) == args(b)
+
+
 def _is_functional(op) -> bool:
     return not mutated_args(op)
 
@@ -82,8 +91,15 @@ def functional_variant(func):
     kwarg_only_written = all(a.kwarg_only for a in func._schema.arguments if a.name in written)
     if name.endswith("_") and not name.endswith("__") and "self" in written:
         cand = _overload(name[:-1], ovl)
-        if cand is not None and _is_functional(cand):
+        if cand is not None and _is_functional(cand) and _same_arguments(cand, func):
             return cand, "inplace"
+        # overload names do not always pair up: pow_.Scalar (Tensor self, Scalar exponent)
+        # is pow.Tensor_Scalar, while pow.Scalar is (Scalar self, Tensor exponent)
+        packet = getattr(aten, name[:-1], None)
+        for o in packet.overloads() if packet is not None else ():
+            cand = getattr(packet, o)
+            if _is_functional(cand) and _same_arguments(cand, func):
+                return cand, "inplace"
     cand = _overload(name + "_functional", ovl)
     if cand is not None and _is_functional(cand):
         return cand, "extra"

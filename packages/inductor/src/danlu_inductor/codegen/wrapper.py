@@ -82,10 +82,14 @@ class WrapperCodegen:
             lay = a.layout
             for e in (*lay.size, *lay.stride, lay.offset):
                 self._sym(e)
-            return (
-                f"torch.as_strided({a.buffer.get_name()}, {_ints(lay.size)}, "
-                f"{_ints(lay.stride)}, {pexpr(lay.offset)})"
-            )
+            name = a.buffer.get_name()
+            offset = pexpr(lay.offset)
+            if not isinstance(a.buffer, ir.ComputedBuffer):
+                # as_strided counts from the storage's start; an input, a constant or a library
+                # kernel's result may be a view that starts further in (the layout's offset
+                # counts from its data pointer). Buffers allocated here start at 0.
+                offset = f"{name}.storage_offset() + {offset}"
+            return f"torch.as_strided({name}, {_ints(lay.size)}, {_ints(lay.stride)}, {offset})"
         if isinstance(a, sympy.Basic):
             return self._sym(a) if not a.is_Integer else repr(int(a))
         if isinstance(a, ir.Buffer):

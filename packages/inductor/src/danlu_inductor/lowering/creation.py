@@ -62,6 +62,13 @@ def zeros(size, dtype=None, layout=None, device=None, pin_memory=None):
     return _fill(size, 0, dtype or torch.get_default_dtype())
 
 
+@register(aten._efficientzerotensor.default)
+def efficient_zero_tensor(size, dtype=None, layout=None, device=None, pin_memory=None):
+    # autograd's placeholder for a zero gradient (sgn's backward, say): ATen gives it no
+    # memory, so it cannot reach a kernel as a buffer; as a value it is zeros
+    return zeros(size, dtype, layout, device, pin_memory)
+
+
 @register(aten.ones.default)
 def ones(size, dtype=None, layout=None, device=None, pin_memory=None):
     _cpu(device)

@@ -127,25 +127,24 @@ def make_extern(op, args, kwargs, kind: str, meta_val=None):
         # made a real tensor somewhere we don't plan memory for
         if not from_trace and t.device.type not in ("cpu", "meta"):
             raise NotLowered(f"extern output on {t.device}")
-        return FixedLayout(
-            t.dtype,
-            graph.to_exprs(t.shape),
-            graph.to_exprs(t.stride()),
-            graph.to_expr(t.storage_offset()),
-        )
+        # offset 0: kernels address the returned tensor from its data pointer, which already
+        # includes a view's offset (the offset itself is kept as ``storage_offset``)
+        return FixedLayout(t.dtype, graph.to_exprs(t.shape), graph.to_exprs(t.stride()), 0)
+
+    def buffer(cls, *fields, val):
+        out = cls(None, layout_of(val), *fields)
+        out.storage_offset = graph.to_expr(val.storage_offset())
+        graph.register_buffer(out)
+        return StorageBox(out)
 
     if isinstance(meta_val, torch.Tensor):
-        node = ExternKernel(None, layout_of(meta_val), op, rargs, rkwargs, kind, mutates)
-        graph.register_buffer(node)
-        return StorageBox(node)
+        return buffer(ExternKernel, op, rargs, rkwargs, kind, mutates, val=meta_val)
     node = ExternKernel(None, None, op, rargs, rkwargs, kind, mutates)
     graph.register_buffer(node)
 
     def unpack(val, path):
         if isinstance(val, torch.Tensor):
-            out = MultiOutput(None, layout_of(val), node, path)
-            graph.register_buffer(out)
-            return StorageBox(out)
+            return buffer(MultiOutput, node, path, val=val)
         if isinstance(val, (list, tuple)):
             return type(val)(unpack(v, (*path, i)) for i, v in enumerate(val))
         return val
