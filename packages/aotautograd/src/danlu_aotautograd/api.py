@@ -367,11 +367,23 @@ class AotFunction:
     def __call__(self, *args, **kwargs):
         flat, spec = self._flatten(args, kwargs)
         compiled = self.compile_for(flat, spec)
-        if compiled is None:
+        if compiled is None or not self.independent_writes(flat, compiled):
             return self.fn(*args, **kwargs)
-        if compiled.program.written_inputs:
-            _check_no_aliased_writes(flat, compiled.program.written_inputs)
         return compiled(flat)
+
+    def independent_writes(self, flat: list, compiled) -> bool:
+        """False (after a warning) when inputs the program writes share memory with other
+        inputs: the compiled program assumed them independent, so the call runs eagerly.
+        Raises instead with ``on_unsupported="raise"``."""
+        why = compiled.program.written_inputs and _aliased_write(
+            flat, compiled.program.written_inputs
+        )
+        if not why:
+            return True
+        if self.on_unsupported == "raise":
+            raise AotNotSupported(why)
+        warnings.warn(f"danlu_aotautograd: running eagerly: {why}", stacklevel=4)
+        return False
 
 
 def _mark_shape_env(program, *graphs) -> None:
@@ -382,17 +394,20 @@ def _mark_shape_env(program, *graphs) -> None:
             gm.meta["shape_env"] = program.shape_env
 
 
-def _check_no_aliased_writes(flat: list, written: list[int]) -> None:
+def _aliased_write(flat: list, written: list[int]) -> str | None:
+    """Why the inputs cannot be written independently (two share memory and the program
+    writes one of them), or None."""
     tensors = [a for a in flat if isinstance(a, torch.Tensor)]
     storages = {}
     for i, t in enumerate(tensors):
         ptr = t.untyped_storage().data_ptr()
         if ptr in storages and (i in written or storages[ptr] in written):
-            raise AotNotSupported(
+            return (
                 f"inputs {storages[ptr]} and {i} share memory and the program writes to one of "
                 "them; the compiled program assumed they were independent"
             )
         storages[ptr] = i
+    return None
 
 
 def aot_function(
@@ -542,8 +557,8 @@ class AotModule(torch.nn.Module):
             if torch.is_grad_enabled() is not grad or list(map(offset_of, args)) != offsets:
                 return self(*args)
             inputs = [*state, *args]
-            if written:
-                _check_no_aliased_writes(inputs, written)
+            if written and _aliased_write(inputs, written):
+                return self(*args)  # the full path says why and runs eagerly (or raises)
             return compiled(inputs)
 
         return run
@@ -551,10 +566,8 @@ class AotModule(torch.nn.Module):
     def forward(self, *args, **kwargs):
         flat, spec = self._inputs(args, kwargs)
         compiled = self.aot.compile_for(flat, spec)
-        if compiled is None:
+        if compiled is None or not self.aot.independent_writes(flat, compiled):
             return self.orig_module(*args, **kwargs)
-        if compiled.program.written_inputs:
-            _check_no_aliased_writes(flat, compiled.program.written_inputs)
         return compiled(flat)
 
 
