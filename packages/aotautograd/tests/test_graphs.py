@@ -114,3 +114,42 @@ def test_input_aliasing_with_writes_runs_eagerly_under_a_backend():
         got = compiled(x, x[1:])
     torch.testing.assert_close(got[0], expected[0])
     torch.testing.assert_close(x, ref)  # the write went through the alias, as in eager
+
+
+def test_second_backward_with_retain_graph():
+    w = torch.randn(5, 3, requires_grad=True)
+    w_ref = w.detach().clone().requires_grad_()
+
+    def f(x, w):
+        return torch.tanh(x @ w).square().sum()
+
+    compiled = da.aot_function(f, da.run_graph)
+    x = torch.randn(4, 5)
+    loss, ref = compiled(x, w), f(x, w_ref)
+    loss.backward(retain_graph=True)
+    loss.backward()  # the saved values are still there
+    ref.backward(retain_graph=True)
+    ref.backward()
+    torch.testing.assert_close(w.grad, w_ref.grad)
+
+
+def test_detached_outputs_do_not_require_grad_under_a_decomposition_table():
+    # canonical decompositions record detach as alias: the replayed view must be detached
+    def f(x):
+        y = x * 2
+        return y, y.detach(), x.detach(), x[1:].detach()
+
+    compiled = da.aot_function(f, da.run_graph, decompositions="canonical")
+    x = torch.randn(4, requires_grad=True)
+    got, want = compiled(x), f(x)
+    assert [o.requires_grad for o in got] == [o.requires_grad for o in want]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+
+
+def test_program_returning_only_a_detached_input():
+    compiled = da.aot_function(lambda x: x.detach(), da.run_graph)
+    x = torch.randn(3, requires_grad=True) * 2
+    out = compiled(x)
+    assert not out.requires_grad
+    torch.testing.assert_close(out, x.detach())

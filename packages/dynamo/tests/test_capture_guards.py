@@ -188,3 +188,55 @@ def test_storage_offset_of_a_view_made_in_the_graph_is_guarded():
     for start in (0, 4, 11):
         x = base[start : start + 20]
         torch.testing.assert_close(opt(x), f(x))
+
+
+def test_autocast_dtype_is_guarded():
+    # a backend records the casts autocast made while tracing: another autocast dtype (or
+    # autocast off) needs its own graph
+    def f(x, w):
+        return x @ w
+
+    graphs, be = _count_graphs()
+    opt = danlu_dynamo.optimize(be)(f)
+    x, w = torch.randn(3, 4), torch.randn(4, 2)
+    for dtype in (torch.bfloat16, torch.float16, torch.bfloat16):
+        with torch.autocast("cpu", dtype=dtype):
+            assert opt(x, w).dtype == f(x, w).dtype == dtype
+    assert len(graphs) == 2
+    assert opt(x, w).dtype == torch.float32
+    assert len(graphs) == 3
+
+
+def test_torch_function_read_from_an_argument_attribute_or_global_is_guarded():
+    def f(x, fn):
+        return fn(x) + 1
+
+    opt = danlu_dynamo.optimize("eager")(f)
+    x = torch.randn(5)
+    for fn in (torch.sin, torch.cos, torch.relu, lambda t: t * 5):
+        torch.testing.assert_close(opt(x, fn), f(x, fn))
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = torch.relu
+
+        def forward(self, x):
+            return self.act(x)
+
+    m = M()
+    opt_m = danlu_dynamo.optimize("eager")(m)
+    torch.testing.assert_close(opt_m(x), torch.relu(x))
+    m.act = torch.tanh
+    torch.testing.assert_close(opt_m(x), torch.tanh(x))
+
+
+def test_isinstance_of_a_parameter_input():
+    def f(p):
+        return p * 2 if isinstance(p, torch.nn.Parameter) else p * 3
+
+    opt = danlu_dynamo.optimize("eager")(f)
+    p = torch.nn.Parameter(torch.ones(2))
+    torch.testing.assert_close(opt(p), p * 2)
+    t = torch.ones(2)
+    torch.testing.assert_close(opt(t), t * 3)

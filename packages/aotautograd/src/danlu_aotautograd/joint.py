@@ -43,6 +43,9 @@ class OutputSlot:
     index: int = 0
     chain: tuple = ()
     value: Any = None
+    # the traced output did not require grad while its base may (``x.detach()``, which a
+    # decomposition table may record as ``alias``): detach the replayed view
+    detach: bool = False
 
 
 @dataclass
@@ -206,7 +209,9 @@ def trace_program(
             elif o.root.is_constant:
                 slots[k] = OutputSlot("const", chain=o.chain, value=o.root.constant_value)
             elif o.root.input_index is not None:
-                slots[k] = OutputSlot("input", o.root.input_index, o.chain)
+                slots[k] = OutputSlot(
+                    "input", o.root.input_index, o.chain, detach=not o.requires_grad
+                )
             else:
                 groups.setdefault(id(o.root), []).append((k, o))
 
@@ -225,7 +230,9 @@ def trace_program(
             consistent = all(root.requires_grad or not o.requires_grad for _, o in members)
             for k, o in members:
                 if shared and consistent:
-                    slots[k] = OutputSlot("root", add_root(root), o.chain)
+                    slots[k] = OutputSlot(
+                        "root", add_root(root), o.chain, detach=not o.requires_grad
+                    )
                 else:
                     slots[k] = OutputSlot("root", add_root(o), ())
 
@@ -242,10 +249,12 @@ def trace_program(
         grad_nodes = []
         if joint:
             graph = tracer.graph
-            first_op = next(n for n in graph.nodes if n.op != "placeholder")
+            # a program that only returns inputs or their views has no op to insert before
+            first_op = next((n for n in graph.nodes if n.op != "placeholder"), None)
             diff_roots = [r for r, d in zip(roots, root_diff) if d]
             tangents = []
-            with graph.inserting_before(first_op):
+            where = graph.inserting_before(first_op) if first_op else graph.inserting_after()
+            with where:
                 for j, r in enumerate(diff_roots):
                     if fake_mode is None:
                         example = torch.empty(r.shape, dtype=r.dtype, device="meta")

@@ -64,6 +64,8 @@ class CompiledProgram:
                 if binding is not None:
                     step = concrete_step(step, binding)
                 value = step.apply(value)
+            if slot.detach and value.requires_grad:
+                value = value.detach()
             flat_out.append(value)
         return tree_unflatten(flat_out, prog.out_spec)
 
@@ -92,6 +94,13 @@ def _as_list(out) -> list:
     if isinstance(out, (list, tuple)):
         return list(out)
     return [out]
+
+
+def _keeps_graph() -> bool:
+    """Whether the running backward was asked to keep the graph (``retain_graph=True``);
+    True where torch cannot say, which only costs memory."""
+    query = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
+    return True if query is None else bool(query())
 
 
 class _CompiledFunction(torch.autograd.Function):
@@ -140,7 +149,8 @@ class _CompiledFunction(torch.autograd.Function):
         ]
         kept = iter(ctx.saved_tensors)
         intermediates = iter(ctx.intermediates)
-        ctx.intermediates = None
+        if not _keeps_graph():  # retain_graph=True: a second backward needs them again
+            ctx.intermediates = None
         bw_args = [next(kept) if k else next(intermediates) for k in ctx.from_saved]
         del kept, intermediates
         bw_args.extend(tangents)

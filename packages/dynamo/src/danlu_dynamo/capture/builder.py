@@ -161,6 +161,10 @@ def wrap_value(out, value, source):
                 torch._ops.OpOverload,
             ),
         ) or isinstance(value, types.FunctionType):
+            if src is not None:
+                # read from an argument, an attribute or a global (attributes of torch's
+                # modules come without a source): another function may be there next call
+                g.id_match(src, value)
             return TorchFnVar(value, source)
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
         self_ = getattr(value, "__self__", None)

@@ -149,11 +149,21 @@ class GuardSet:
             "",
             f"torch.get_default_dtype() is {self._const(torch.get_default_dtype())}",
         )
-        self.add(
-            "GLOBAL_STATE",
-            "",
-            f"torch.is_autocast_enabled('cpu') is {torch.is_autocast_enabled('cpu')!r}",
-        )
+        self.add("GLOBAL_STATE", "", self._autocast_state())
+
+    def _autocast_state(self) -> str:
+        """Autocast on/off and, where on, its dtype for the CPU and CUDA: the trace recorded
+        the casts autocast made (one cheap call when it is off everywhere)."""
+        if not torch._C._is_any_autocast_enabled():
+            return "torch._C._is_any_autocast_enabled() is False"
+        parts = []
+        for device in ("cpu", "cuda"):
+            on = torch.is_autocast_enabled(device)
+            parts.append(f"torch.is_autocast_enabled({device!r}) is {on}")
+            if on:
+                dtype = self._const(torch.get_autocast_dtype(device))
+                parts.append(f"torch.get_autocast_dtype({device!r}) is {dtype}")
+        return " and ".join(parts)
 
     def compile(self):
         """One function; each source is read once (its parent's value reused), guards in order;

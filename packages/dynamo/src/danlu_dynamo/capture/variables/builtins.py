@@ -8,8 +8,6 @@ import math
 import operator
 import types
 
-import torch
-
 from ..exc import Unsupported
 from .base import FOLDABLE, ConstVar, NullVar, Var
 from .containers import DictVar, ListIteratorVar, ListVar, SeqVar, SetVar, TupleVar
@@ -332,9 +330,7 @@ def _isinstance(tx, obj, cls):
     c = cls.const()
     t = python_type_of(obj)
     if isinstance(obj, TensorVar):
-        ex_type = (
-            torch.nn.Parameter if isinstance(obj.example, torch.nn.Parameter) else torch.Tensor
-        )
+        ex_type = obj.python_type()  # the real input's type (its fake is a plain tensor)
         return ConstVar(
             issubclass(ex_type, c)
             if not isinstance(c, tuple)
