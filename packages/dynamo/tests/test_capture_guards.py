@@ -240,3 +240,30 @@ def test_isinstance_of_a_parameter_input():
     torch.testing.assert_close(opt(p), p * 2)
     t = torch.ones(2)
     torch.testing.assert_close(opt(t), t * 3)
+
+
+def test_hooks_registered_after_compiling_are_run():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.lin(x) + 1
+
+    m = M()
+    opt = danlu_dynamo.optimize("eager")(m)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(opt(x), m(x))
+    handle = m.lin.register_forward_hook(lambda mod, inp, out: out * 0)
+    torch.testing.assert_close(opt(x), torch.ones(3, 4))  # the hook zeroes lin's output
+    handle.remove()
+    torch.testing.assert_close(opt(x), m(x))
+    from torch.nn.modules.module import register_module_forward_pre_hook
+
+    handle = register_module_forward_pre_hook(lambda mod, inp: (inp[0] * 0,))
+    try:
+        torch.testing.assert_close(opt(x), m(x))  # eager with the global hook
+        torch.testing.assert_close(opt(x), (m.lin.bias + 1).expand(3, 4))
+    finally:
+        handle.remove()

@@ -127,6 +127,23 @@ class GuardSet:
         """The program read a storage offset: TENSOR_MATCH does not hold it."""
         self.add("STORAGE_OFFSET", source, f"{source}.storage_offset() == {t.storage_offset()}")
 
+    def no_module_hooks(self, source: str):
+        """A module whose call was inlined without hooks: a hook registered later (on it, or
+        on every module) must not be skipped."""
+        self.add(
+            "NO_HOOKS",
+            source,
+            f"not ({source}._forward_hooks or {source}._forward_pre_hooks or "
+            f"{source}._backward_hooks or {source}._backward_pre_hooks)",
+        )
+        m = self._const(torch.nn.modules.module)
+        self.add(
+            "NO_HOOKS",
+            "",
+            f"not ({m}._global_forward_hooks or {m}._global_forward_pre_hooks or "
+            f"{m}._global_backward_hooks or {m}._global_backward_pre_hooks)",
+        )
+
     def length(self, source: str, value):
         self.type_match(source, value)
         self.add("LEN", source, f"len({source}) == {len(value)}")

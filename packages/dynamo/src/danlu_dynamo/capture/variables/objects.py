@@ -315,6 +315,8 @@ class ModuleVar(ObjectVar):
             or _global_hooks()
         ):
             raise Unsupported(f"module hooks on {self.cls.__name__}")
+        if self.source is not None:
+            tx.output.guards.no_module_hooks(self.source.expr)
         fwd = _class_attr(self.cls, "forward")
         if "forward" in mod.__dict__:
             return tx.output.wrap(
