@@ -87,9 +87,24 @@ def _check_written_views(op, args, kwargs):
                 raise NotLowered(f"{op} writes into a view that is not strided: {arg.name}")
 
 
+# Ops whose library kernels return auxiliary outputs of other shapes than their meta kernels
+# describe (embedding_bag's offset2bag / bag_size / max_indices on the CPU): the memory plan
+# would be wrong, so a graph holding one runs eagerly.
+_META_DIFFERS = {
+    aten._embedding_bag.default,
+    aten._embedding_bag_forward_only.default,
+    # the backward takes those outputs as inputs
+    aten._embedding_bag_backward.default,
+    aten._embedding_bag_dense_backward.default,
+    aten._embedding_bag_per_sample_weights_backward.default,
+}
+
+
 def make_extern(op, args, kwargs, kind: str, meta_val=None):
     """Realize the tensor arguments, call ``op`` at run time, describe its outputs."""
     graph = current_graph()
+    if op in _META_DIFFERS:
+        raise NotLowered(f"{op}: its library kernel's outputs differ from its meta description")
 
     def realize(a):
         if is_node(a):
