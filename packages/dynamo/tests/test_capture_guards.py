@@ -267,3 +267,32 @@ def test_hooks_registered_after_compiling_are_run():
         torch.testing.assert_close(opt(x), (m.lin.bias + 1).expand(3, 4))
     finally:
         handle.remove()
+
+
+def test_tuple_items_and_dict_keys_are_guarded_with_their_types():
+    # 1 == 1.0 == True, but programs see the type
+    def f(x, cfg, d):
+        return x * cfg[0], torch.full((2,), cfg[0]), [f"{k}" for k in d]
+
+    opt = danlu_dynamo.optimize("eager")(f)
+    x = torch.ones(2, dtype=torch.int64)
+    for v in (1, 1.0, True):
+        got, want = opt(x, (v,), {v: 0}), f(x, (v,), {v: 0})
+        assert got[0].dtype == want[0].dtype and got[1].dtype == want[1].dtype
+        assert got[2] == want[2]
+
+
+def test_is_leaf_and_is_inference_of_inputs_are_read_from_the_real_tensor():
+    def f(x):
+        if x.is_inference():
+            x = x.clone()
+        return x * 2 if x.is_leaf else x * 3
+
+    opt = danlu_dynamo.optimize("eager")(f)
+    leaf = torch.ones(3, requires_grad=True)
+    torch.testing.assert_close(opt(leaf), f(leaf))
+    non_leaf = torch.ones(3, requires_grad=True) * 1
+    torch.testing.assert_close(opt(non_leaf), f(non_leaf))
+    with torch.inference_mode():
+        inference = torch.ones(3)
+    torch.testing.assert_close(opt(inference), f(inference))

@@ -39,6 +39,13 @@ def _tensor_spec(t: torch.Tensor):
     )
 
 
+def _types(values) -> tuple:
+    """The types of a container's items, nested containers' item types included."""
+    return tuple(
+        (type(v), _types(v)) if isinstance(v, (tuple, frozenset)) else type(v) for v in values
+    )
+
+
 def _tensor_match(x, spec) -> bool:
     cls, dtype, device, shape, stride, rg, _leaf = spec
     return (
@@ -60,6 +67,7 @@ class GuardSet:
         self.env: dict[str, object] = {
             "__name__": "danlu_dynamo.generated",
             "___tensor_match": _tensor_match,
+            "___types": _types,
             "torch": torch,
             "inspect": __import__("inspect"),
             "sys": __import__("sys"),
@@ -94,9 +102,11 @@ class GuardSet:
         if isinstance(value, float) and value != value:  # nan
             self.add("CONSTANT_MATCH", source, f"type({source}) is {t} and {source} != {source}")
             return
-        self.add(
-            "CONSTANT_MATCH", source, f"type({source}) is {t} and {source} == {self._const(value)}"
-        )
+        expr = f"type({source}) is {t} and {source} == {self._const(value)}"
+        if isinstance(value, (tuple, frozenset)):
+            # 1 == 1.0 == True: equal containers may hold other types, which programs see
+            expr += f" and ___types({source}) == {self._const(_types(value))}"
+        self.add("CONSTANT_MATCH", source, expr)
 
     def tensor_match(self, source: str, t: torch.Tensor, dynamic: bool = False):
         cls, dtype, device, shape, stride, rg, _leaf = _tensor_spec(t)
@@ -150,7 +160,13 @@ class GuardSet:
 
     def dict_keys(self, source: str, value):
         self.type_match(source, value)
-        self.add("DICT_KEYS", source, f"list({source}.keys()) == {self._const(list(value.keys()))}")
+        keys = list(value.keys())
+        self.add(
+            "DICT_KEYS",
+            source,
+            f"list({source}.keys()) == {self._const(keys)} and "
+            f"___types({source}.keys()) == {self._const(_types(keys))}",
+        )
 
     def is_same(self, source: str, other: str):
         self.add("ALIAS", source, f"{source} is {other}", (other,))

@@ -282,13 +282,17 @@ class WrapperCodegen:
                     or self._key(cnode.node) != key
                 ):
                     continue
-                reads = [
-                    (idx, ind)
+                readers = [
+                    (m, idx, ind)
                     for m in grp.nodes
                     for nm, idx, ind in grp.reads_in_kernel(m)
                     if nm == cand
                 ]
-                if all(not ind and sympy.expand(idx - write) == 0 for idx, ind in reads):
+                if grp.has_reduction and any(m is not n for m, _, _ in readers):
+                    # a reduction kernel runs several passes over R: another member may read
+                    # the input again in a later pass, after this one overwrote it
+                    continue
+                if all(not ind and sympy.expand(idx - write) == 0 for _, idx, ind in readers):
                     body.append(f"{buf.name} = {cand}  # in place: {cand} dies here")
                     self.memory_log.append(f"{buf.name} written in place into {cand}")
                     freed.add(cand)

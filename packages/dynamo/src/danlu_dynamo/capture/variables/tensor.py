@@ -106,6 +106,8 @@ class TensorVar(Var):
             return ConstVar(self.device.type == "meta")
         if name == "shape":
             return tx.output.shape_var(self)
+        if name == "is_leaf" and self.source is not None:
+            return ConstVar(_input_fact(tx.output, self, "is_leaf", lambda t: t.is_leaf))
         if name in CONST_ATTRS:
             return ConstVar(getattr(ex, name))
         if name in TENSOR_ATTRS:
@@ -161,6 +163,17 @@ class TensorMethodVar(Var):
         return f"TensorMethod({self.name})"
 
 
+def _input_fact(out, t: TensorVar, expr: str, read):
+    """A fact about an input tensor that its fake does not carry (a fake is a leaf, not an
+    inference tensor, not a view): read from the real input and guarded."""
+    for source, value in zip(out.input_sources, out.input_values):
+        if source.expr == t.source.expr:
+            fact = read(value)
+            out.guards.add("TENSOR_FACT", source.expr, f"{source.expr}.{expr} is {fact!r}")
+            return fact
+    raise Unsupported(f"Tensor.{expr} of {t.source.expr}, which is not a graph input")
+
+
 def _guard_storage_offsets(out, t: TensorVar) -> None:
     """Reading a storage offset bakes it into the trace: guard it. A tensor the graph made
     (a view of some input) has an offset that follows its base's, so then every tensor input
@@ -174,6 +187,9 @@ def _guard_storage_offsets(out, t: TensorVar) -> None:
 
 
 def tensor_method(tx, t: TensorVar, name, args, kwargs):
+    if name in ("is_inference", "_is_view") and t.source is not None and not args and not kwargs:
+        read = lambda x: getattr(x, name)()  # noqa: E731
+        return ConstVar(_input_fact(tx.output, t, f"{name}()", read))
     if name in DATA_METHODS:
         raise Unsupported(f"Tensor.{name}() reads tensor data")
     if name in META_METHODS:
