@@ -183,6 +183,9 @@ class GuardSet:
             f"torch.get_default_dtype() is {self._const(torch.get_default_dtype())}",
         )
         self.add("GLOBAL_STATE", "", self._autocast_state())
+        # a TorchFunctionMode entered around the call changes what torch functions do
+        n = torch._C._len_torch_function_stack()
+        self.add("GLOBAL_STATE", "", f"torch._C._len_torch_function_stack() == {n}")
 
     def _autocast_state(self) -> str:
         """Autocast on/off and, where on, its dtype for the CPU and CUDA: the trace recorded

@@ -81,6 +81,9 @@ class OutputGraph:
         self._cells: dict[int, CellVar] = {}
         self.op_count = 0
         self.grad_mode_at_start = torch.is_grad_enabled()
+        # grad mode when the graph ends: a backend that traces the graph (aotautograd) does
+        # not replay its set_grad_enabled nodes, so the caller sets it after the graph
+        self.grad_mode_at_end = self.grad_mode_at_start
         self._last_placeholder = None
         # Dynamic shapes (``dynamic.DynamicPolicy`` or None): which inputs get symbolic sizes.
         self.dynamic = dynamic
@@ -282,6 +285,7 @@ class OutputGraph:
 
     def set_grad_mode(self, mode: bool):
         torch._C._set_grad_enabled(mode)
+        self.grad_mode_at_end = mode
         self.graph.create_node("call_function", torch._C._set_grad_enabled, (mode,), {})
 
     def restore_global_state(self):

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import re
 
+import torch
+
 from .exc import Unsupported
 from .variables.base import ConstVar
 from .variables.containers import DictVar, ListVar, TupleVar
@@ -162,6 +164,9 @@ class RunnerBuilder:
         if graph is not None:
             self.env["___graph"] = graph
             lines.append(f"        ___o = ___graph({inputs})")
+            if self.output.grad_mode_at_end != self.output.grad_mode_at_start:
+                self.env["___grad_mode"] = torch._C._set_grad_enabled
+                lines.append(f"        ___grad_mode({self.output.grad_mode_at_end})")
         else:
             lines.append("        ___o = ()")
         if rendered is not None:

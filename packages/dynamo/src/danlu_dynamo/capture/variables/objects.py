@@ -318,6 +318,10 @@ class ModuleVar(ObjectVar):
         if self.source is not None:
             tx.output.guards.no_module_hooks(self.source.expr)
         fwd = _class_attr(self.cls, "forward")
+        if "forward" not in mod.__dict__ and self.source is not None:
+            # a forward assigned on the instance later must be called, not the class's
+            src = self.source.expr
+            tx.output.guards.add("NO_HOOKS", src, f"'forward' not in {src}.__dict__")
         if "forward" in mod.__dict__:
             return tx.output.wrap(
                 mod.__dict__["forward"], self.source.attr("forward") if self.source else None

@@ -122,8 +122,10 @@ class TensorVar(Var):
         raise Unsupported(f"Tensor attribute {name!r}")
 
     def setattr(self, tx, name, value):
-        if name == "requires_grad" and value.is_const():
-            self.example.requires_grad = value.const()
+        # requires_grad turned on inside a graph: a backend that traces the graph as one
+        # autograd function cannot hand back a new leaf that requires grad; it runs eagerly
+        if name == "requires_grad" and value.is_const() and not value.const():
+            self.example.requires_grad = False
             tx.output.call_op("call_method", "requires_grad_", [self, value], {}, ret_self=True)
             return
         raise Unsupported(f"setting Tensor.{name}")
@@ -187,6 +189,10 @@ def _guard_storage_offsets(out, t: TensorVar) -> None:
 
 
 def tensor_method(tx, t: TensorVar, name, args, kwargs):
+    if name == "requires_grad_":
+        flag = args[0] if args else kwargs.get("requires_grad", ConstVar(True))
+        if not (flag.is_const() and not flag.const()):
+            raise Unsupported("Tensor.requires_grad_() (makes a new leaf; runs eagerly)")
     if name in ("is_inference", "_is_view") and t.source is not None and not args and not kwargs:
         read = lambda x: getattr(x, name)()  # noqa: E731
         return ConstVar(_input_fact(tx.output, t, f"{name}()", read))

@@ -237,6 +237,13 @@ class TorchFnVar(Var):
             raise Unsupported(f"wrapped torch function {getattr(fn, '__qualname__', fn)}")
         if "out" in kwargs:
             raise Unsupported("out= arguments")
+        if isinstance(fn, types.FunctionType) and fn.__qualname__ != fn.__name__:
+            # a Python function defined in a class (a staticmethod such as
+            # Transformer.generate_square_subsequent_mask): a graph names the functions it
+            # calls by module and name, which would not find it; its body is traced instead
+            from .functions import UserFunctionVar
+
+            return UserFunctionVar(fn).call(tx, args, kwargs)
         return tx.output.call_op("call_function", fn, args, kwargs)
 
 
