@@ -39,6 +39,21 @@ def _tensor_spec(t: torch.Tensor):
     )
 
 
+def _hookless_module(d: dict) -> bool:
+    """A module's ``__dict__`` holds no hooks."""
+    return not (
+        d["_forward_hooks"]
+        or d["_forward_pre_hooks"]
+        or d["_backward_hooks"]
+        or d["_backward_pre_hooks"]
+    )
+
+
+def _plain_module(d: dict) -> bool:
+    """No hooks, and no ``forward`` of the instance's own."""
+    return "forward" not in d and _hookless_module(d)
+
+
 def _types(values) -> tuple:
     """The types of a container's items, nested containers' item types included."""
     return tuple(
@@ -68,6 +83,8 @@ class GuardSet:
             "__name__": "danlu_dynamo.generated",
             "___tensor_match": _tensor_match,
             "___types": _types,
+            "___plain_module": _plain_module,
+            "___hookless_module": _hookless_module,
             "torch": torch,
             "inspect": __import__("inspect"),
             "sys": __import__("sys"),
@@ -76,6 +93,7 @@ class GuardSet:
         # Dynamic shapes: the trace's ShapeEnv; its guards are read when the check compiles
         # (after the trace), see ``all_guards``.
         self.shape_env = None
+        self._global_hooks_guarded = False
 
     def _const(self, value) -> str:
         name = f"___c{len(self.env)}"
@@ -137,22 +155,30 @@ class GuardSet:
         """The program read a storage offset: TENSOR_MATCH does not hold it."""
         self.add("STORAGE_OFFSET", source, f"{source}.storage_offset() == {t.storage_offset()}")
 
-    def no_module_hooks(self, source: str):
+    def no_module_hooks(self, source: str, own_forward: bool):
         """A module whose call was inlined without hooks: a hook registered later (on it, or
-        on every module) must not be skipped."""
-        self.add(
-            "NO_HOOKS",
-            source,
-            f"not ({source}._forward_hooks or {source}._forward_pre_hooks or "
-            f"{source}._backward_hooks or {source}._backward_pre_hooks)",
-        )
-        m = self._const(torch.nn.modules.module)
-        self.add(
-            "NO_HOOKS",
-            "",
-            f"not ({m}._global_forward_hooks or {m}._global_forward_pre_hooks or "
-            f"{m}._global_backward_hooks or {m}._global_backward_pre_hooks)",
-        )
+        on every module), or a ``forward`` assigned on the instance, must not be skipped.
+        One check per module (modules are many; guards run on every call)."""
+        check = "___plain_module" if not own_forward else "___hookless_module"
+        self.add("NO_HOOKS", source, f"{check}({source}.__dict__)")
+        if not self._global_hooks_guarded:
+            self._global_hooks_guarded = True
+            m = self._const(torch.nn.modules.module)
+            self.add(
+                "NO_HOOKS",
+                "",
+                f"not ({m}._global_forward_hooks or {m}._global_forward_pre_hooks or "
+                f"{m}._global_backward_hooks or {m}._global_backward_pre_hooks)",
+            )
+        if not self._global_hooks_guarded:
+            self._global_hooks_guarded = True
+            m = self._const(torch.nn.modules.module)
+            self.add(
+                "NO_HOOKS",
+                "",
+                f"not ({m}._global_forward_hooks or {m}._global_forward_pre_hooks or "
+                f"{m}._global_backward_hooks or {m}._global_backward_pre_hooks)",
+            )
 
     def length(self, source: str, value):
         self.type_match(source, value)

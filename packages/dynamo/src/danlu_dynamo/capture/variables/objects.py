@@ -316,12 +316,9 @@ class ModuleVar(ObjectVar):
         ):
             raise Unsupported(f"module hooks on {self.cls.__name__}")
         if self.source is not None:
-            tx.output.guards.no_module_hooks(self.source.expr)
+            # a hook, or a forward assigned on the instance, added later must not be skipped
+            tx.output.guards.no_module_hooks(self.source.expr, "forward" in mod.__dict__)
         fwd = _class_attr(self.cls, "forward")
-        if "forward" not in mod.__dict__ and self.source is not None:
-            # a forward assigned on the instance later must be called, not the class's
-            src = self.source.expr
-            tx.output.guards.add("NO_HOOKS", src, f"'forward' not in {src}.__dict__")
         if "forward" in mod.__dict__:
             return tx.output.wrap(
                 mod.__dict__["forward"], self.source.attr("forward") if self.source else None
