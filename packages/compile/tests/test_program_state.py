@@ -79,3 +79,26 @@ def test_static_method_of_a_torch_class(backend):
 
     x = torch.randn(4, 4)
     torch.testing.assert_close(danlu.compile(f, backend=backend)(x), f(x))
+
+
+@pytest.mark.parametrize("backend", ["eager", *BACKENDS])
+def test_activation_checkpointing_inside(backend):
+    import functools
+
+    import torch.utils.checkpoint as cp
+
+    torch.manual_seed(torch.seed() % 2**31)
+    lin = torch.nn.Linear(4, 4)
+    ckpt = functools.partial(cp.checkpoint, use_reentrant=False)  # as transformers calls it
+
+    def f(x):
+        y = cp.checkpoint(lambda t: lin(t).relu(), x, use_reentrant=False)
+        return ckpt(lin, y).sum()
+
+    x = torch.randn(3, 4, requires_grad=True)
+    danlu.compile(f, backend=backend)(x).backward()
+    got = (x.grad.clone(), lin.weight.grad.clone())
+    x.grad = lin.weight.grad = None
+    f(x).backward()
+    torch.testing.assert_close(got[0], x.grad)
+    torch.testing.assert_close(got[1], lin.weight.grad)

@@ -67,6 +67,29 @@ def _fastpath_enabled(tx):
 
 _TORCH_SPECIAL[torch.backends.mha.get_fastpath_enabled] = _fastpath_enabled
 
+# checkpoint's own keywords; anything else goes to the checkpointed function
+_CHECKPOINT_OPTIONS = {"use_reentrant", "preserve_rng_state", "determinism_check", "debug"}
+
+
+def _checkpoint(tx, function, *args, **kwargs):
+    """Activation checkpointing: the function is traced into the graph as called directly.
+    Run as a graph break instead, checkpoint would recompute eagerly in backward what the
+    forward ran compiled (saving other tensors: torch refuses). Values and gradients are
+    eager's; the memory checkpointing saves is not saved (the compiled graph keeps what
+    its partition saves)."""
+    if "context_fn" in kwargs:
+        raise Unsupported("torch.utils.checkpoint with context_fn")
+    kwargs = {k: v for k, v in kwargs.items() if k not in _CHECKPOINT_OPTIONS}
+    return function.call(tx, list(args), kwargs)
+
+
+try:
+    import torch.utils.checkpoint as _checkpoint_mod
+
+    _TORCH_SPECIAL[_checkpoint_mod.checkpoint] = _checkpoint
+except ImportError:  # pragma: no cover - torch builds without it
+    pass
+
 
 def _grad_mode_clone(tx, obj):
     from .objects import grad_mode_clone
