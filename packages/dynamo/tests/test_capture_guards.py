@@ -296,3 +296,14 @@ def test_is_leaf_and_is_inference_of_inputs_are_read_from_the_real_tensor():
     with torch.inference_mode():
         inference = torch.ones(3)
     torch.testing.assert_close(opt(inference), f(inference))
+
+
+def test_attribute_set_by_the_user_on_an_input_tensor():
+    def f(t):
+        return t * 2, getattr(t, "foo", 0) + 1, hasattr(t, "foo")
+
+    opt = danlu_dynamo.optimize("eager")(f)
+    t = torch.randn(2)
+    assert opt(t)[1:] == f(t)[1:] == (1, False)
+    t.foo = 10
+    assert opt(t)[1:] == f(t)[1:] == (11, True)

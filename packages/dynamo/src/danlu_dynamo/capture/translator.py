@@ -267,6 +267,21 @@ class Translator(BuildingOpcodes):
             import torch
 
             if not hasattr(torch.Tensor, name) and name not in ("shape", "dtype", "device"):
+                # an attribute the user may set on the tensor (t.foo = 1): its fake has none
+                if obj.source is None:
+                    raise _AttrMissing(name)
+                src = obj.source.expr
+                real = next(
+                    (
+                        v
+                        for s, v in zip(self.output.input_sources, self.output.input_values)
+                        if s.expr == src
+                    ),
+                    None,
+                )
+                if real is not None and name in getattr(real, "__dict__", {}):
+                    raise Unsupported(f"attribute {name!r} set on the tensor {src}")
+                self.output.guards.add("HASATTR", src, f"{name!r} not in {src}.__dict__")
                 raise _AttrMissing(name)
         if obj.is_const() and not isinstance(obj, TorchFnVar):
             try:
