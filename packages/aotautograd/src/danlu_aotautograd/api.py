@@ -548,10 +548,10 @@ class AotModule(torch.nn.Module):
         if not isinstance(compiled, CompiledProgram):  # eager, or bound to symbolic sizes
             return None
         state = flat[: self._num_state]
-        offsets = list(map(torch.Tensor.storage_offset, example_args))
+        offset_of = torch.Tensor.storage_offset
+        offsets = list(map(offset_of, example_args))
         grad = torch.is_grad_enabled()
         written = compiled.program.written_inputs
-        offset_of = torch.Tensor.storage_offset
 
         def run(*args):
             try:

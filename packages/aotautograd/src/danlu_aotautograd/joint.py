@@ -175,14 +175,11 @@ def trace_program(
             call_flat[k] = fakes[ti].shape[d]
             continue
         name = f"primals_int_{len(int_inputs)}"
+        # 0 and 1 come back as ints (specialised, with an input check on the value)
         value = fake_mode.shape_env.create_symbolic_size(flat_args[k], name, duck=False)
-        if isinstance(value, torch.SymInt):
-            node = tracer.graph.placeholder(name)
-            node.meta["val"] = value
-            tracer.sym_values.register_input(node, value)
-        else:  # 0 or 1: specialised, with an input check on the value
-            node = tracer.graph.placeholder(name)
-            node.meta["val"] = value
+        node = tracer.graph.placeholder(name)
+        node.meta["val"] = value
+        tracer.sym_values.register_input(node, value)  # a no-op for an int
         int_inputs.append(k)
         call_flat[k] = value
     args, kwargs = tree_unflatten(call_flat, in_spec)

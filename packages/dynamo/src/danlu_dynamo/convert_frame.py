@@ -22,6 +22,7 @@ import torch
 
 from .capture.eager_step import FrameState, Returned, in_try_region, step
 from .capture.exc import GraphBreakError, Unsupported
+from .capture.module_hooks import no_global_hooks, plain
 from .capture.output_graph import OutputGraph, Rebuilder
 from .capture.runtime_values import NULL
 from .capture.translator import BreakAt, root_translator
@@ -393,19 +394,7 @@ def _capturable(fn):
         return (fn.__func__, (fn.__self__,)) if _is_user_code(fn.__func__.__code__) else None
     if isinstance(fn, torch.nn.Module):
         m = fn
-        mm = torch.nn.modules.module
-        if (
-            m._forward_hooks
-            or m._forward_pre_hooks
-            or m._backward_hooks
-            or m._backward_pre_hooks
-            or mm._global_forward_hooks
-            or mm._global_forward_pre_hooks
-            or mm._global_backward_hooks
-            or mm._global_backward_pre_hooks
-        ):
-            return None
-        if "forward" in m.__dict__:
+        if not (plain(m.__dict__) and no_global_hooks()):
             return None
         fwd = type(m).forward
         if isinstance(fwd, types.FunctionType) and _is_user_code(fwd.__code__):

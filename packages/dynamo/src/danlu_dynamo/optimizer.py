@@ -9,6 +9,7 @@ import torch
 
 from . import config, eval_frame
 from .backends import lookup_backend
+from .capture.module_hooks import no_global_hooks, plain
 from .convert_frame import CaptureContext, _capturable, _tls, run_function
 
 
@@ -57,31 +58,19 @@ def _load_hook():
 
     if eval_frame.get_cache_limit() < HOOK_CACHE_LIMIT:
         eval_frame.set_cache_limit(HOOK_CACHE_LIMIT)
-    for f in (_run_hooked, OptimizedModule.forward, _plain_forward):
+    for f in (_run_hooked, OptimizedModule.forward, _plain_forward, plain, no_global_hooks):
         eval_frame.mark_skip(f.__code__)
 
 
 _contexts: list = []
-_module_mod = torch.nn.modules.module
 
 
 def _plain_forward(mod):
     """``type(mod).forward`` when calling it is what ``mod(...)`` does: no hooks anywhere and
     no instance-level ``forward``; else None."""
-    mm = _module_mod
-    if (
-        mod._forward_hooks
-        or mod._forward_pre_hooks
-        or mod._backward_hooks
-        or mod._backward_pre_hooks
-        or mm._global_forward_hooks
-        or mm._global_forward_pre_hooks
-        or mm._global_backward_hooks
-        or mm._global_backward_pre_hooks
-        or "forward" in mod.__dict__
-    ):
-        return None
-    return type(mod).forward
+    if plain(mod.__dict__) and no_global_hooks():
+        return type(mod).forward
+    return None
 
 
 class OptimizedModule(torch.nn.Module):

@@ -90,11 +90,9 @@ def functional_variant(func):
     written = mutated_args(func)
     kwarg_only_written = all(a.kwarg_only for a in func._schema.arguments if a.name in written)
     if name.endswith("_") and not name.endswith("__") and "self" in written:
-        cand = _overload(name[:-1], ovl)
-        if cand is not None and _is_functional(cand) and _same_arguments(cand, func):
-            return cand, "inplace"
-        # overload names do not always pair up: pow_.Scalar (Tensor self, Scalar exponent)
-        # is pow.Tensor_Scalar, while pow.Scalar is (Scalar self, Tensor exponent)
+        # the overload with the same arguments; names do not always pair up: pow_.Scalar
+        # (Tensor self, Scalar exponent) is pow.Tensor_Scalar, while pow.Scalar is
+        # (Scalar self, Tensor exponent)
         packet = getattr(aten, name[:-1], None)
         for o in packet.overloads() if packet is not None else ():
             cand = getattr(packet, o)

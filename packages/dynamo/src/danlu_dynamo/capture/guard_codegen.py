@@ -12,6 +12,7 @@ import re
 
 import torch
 
+from . import module_hooks
 from .source import cells_as_locals, fast_suffix, lookup
 
 
@@ -37,21 +38,6 @@ def _tensor_spec(t: torch.Tensor):
         bool(t.requires_grad),
         t.is_leaf,
     )
-
-
-def _hookless_module(d: dict) -> bool:
-    """A module's ``__dict__`` holds no hooks."""
-    return not (
-        d["_forward_hooks"]
-        or d["_forward_pre_hooks"]
-        or d["_backward_hooks"]
-        or d["_backward_pre_hooks"]
-    )
-
-
-def _plain_module(d: dict) -> bool:
-    """No hooks, and no ``forward`` of the instance's own."""
-    return "forward" not in d and _hookless_module(d)
 
 
 def _types(values) -> tuple:
@@ -83,8 +69,9 @@ class GuardSet:
             "__name__": "danlu_dynamo.generated",
             "___tensor_match": _tensor_match,
             "___types": _types,
-            "___plain_module": _plain_module,
-            "___hookless_module": _hookless_module,
+            "___plain_module": module_hooks.plain,
+            "___hookless_module": module_hooks.hookless,
+            "___no_global_hooks": module_hooks.no_global_hooks,
             "torch": torch,
             "inspect": __import__("inspect"),
             "sys": __import__("sys"),
@@ -93,7 +80,6 @@ class GuardSet:
         # Dynamic shapes: the trace's ShapeEnv; its guards are read when the check compiles
         # (after the trace), see ``all_guards``.
         self.shape_env = None
-        self._global_hooks_guarded = False
 
     def _const(self, value) -> str:
         name = f"___c{len(self.env)}"
@@ -161,24 +147,7 @@ class GuardSet:
         One check per module (modules are many; guards run on every call)."""
         check = "___plain_module" if not own_forward else "___hookless_module"
         self.add("NO_HOOKS", source, f"{check}({source}.__dict__)")
-        if not self._global_hooks_guarded:
-            self._global_hooks_guarded = True
-            m = self._const(torch.nn.modules.module)
-            self.add(
-                "NO_HOOKS",
-                "",
-                f"not ({m}._global_forward_hooks or {m}._global_forward_pre_hooks or "
-                f"{m}._global_backward_hooks or {m}._global_backward_pre_hooks)",
-            )
-        if not self._global_hooks_guarded:
-            self._global_hooks_guarded = True
-            m = self._const(torch.nn.modules.module)
-            self.add(
-                "NO_HOOKS",
-                "",
-                f"not ({m}._global_forward_hooks or {m}._global_forward_pre_hooks or "
-                f"{m}._global_backward_hooks or {m}._global_backward_pre_hooks)",
-            )
+        self.add("NO_HOOKS", "", "___no_global_hooks()")
 
     def length(self, source: str, value):
         self.type_match(source, value)

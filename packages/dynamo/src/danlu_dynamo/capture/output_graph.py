@@ -136,16 +136,22 @@ class OutputGraph:
             return None
         sym = self.shape_env.create_symbolic_size(value, source.expr, duck=False)
         self.guards.type_match(source.expr, value)  # the value: the ShapeEnv's range guard
-        node = self._new_placeholder(source.expr)
-        self.input_sources.append(source)
-        self.input_values.append(value)
+        node = self._new_input(source, value)
         node.meta["example_value"] = sym
         var = SymNumVar(node, sym)
         self._int_inputs[source.expr] = var
         return var
 
-    def _new_placeholder(self, expr: str):
-        """A placeholder after the last one, named after its source."""
+    def real_input(self, expr: str):
+        """The real value of the graph input read from source ``expr`` (None if none is)."""
+        for source, value in zip(self.input_sources, self.input_values):
+            if source.expr == expr:
+                return value
+        return None
+
+    def _new_input(self, source: Source, value):
+        """A placeholder after the last one, named after its source, for ``value``."""
+        expr = source.expr
         name = "".join(c if c.isalnum() else "_" for c in expr).strip("_")[:48]
         last = self._last_placeholder
         if last is None:
@@ -160,6 +166,8 @@ class OutputGraph:
         with ctx:
             node = self.graph.placeholder(f"L{len(self.input_sources)}_{name}")
         self._last_placeholder = node
+        self.input_sources.append(source)
+        self.input_values.append(value)
         return node
 
     def tensor_input(self, value: torch.Tensor, source: Source | None) -> TensorVar:
@@ -169,9 +177,7 @@ class OutputGraph:
         if self.shape_env is not None:
             dims = self.dynamic.dims_for(source.expr, value)
         self.guards.tensor_match(source.expr, value, dynamic=bool(dims))
-        node = self._new_placeholder(source.expr)
-        self.input_sources.append(source)
-        self.input_values.append(value)
+        node = self._new_input(source, value)
         fake = to_fake(self.fake_mode, value, dims, source.expr)
         if dims:
             self.dynamic_dims[source.expr] = dims

@@ -271,14 +271,7 @@ class Translator(BuildingOpcodes):
                 if obj.source is None:
                     raise _AttrMissing(name)
                 src = obj.source.expr
-                real = next(
-                    (
-                        v
-                        for s, v in zip(self.output.input_sources, self.output.input_values)
-                        if s.expr == src
-                    ),
-                    None,
-                )
+                real = self.output.real_input(src)
                 if real is not None and name in getattr(real, "__dict__", {}):
                     raise Unsupported(f"attribute {name!r} set on the tensor {src}")
                 self.output.guards.add("HASATTR", src, f"{name!r} not in {src}.__dict__")

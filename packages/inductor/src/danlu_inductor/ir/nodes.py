@@ -122,7 +122,7 @@ class Buffer:
     # Where this buffer's data pointer sits in its storage, in elements: the layout's offsets
     # count from the data pointer, an ``as_strided`` storage offset from the storage's start.
     # Nonzero only for inputs and constants that are views (fixed per compilation, since the
-    # input signature holds it).
+    # input signature holds it) and for library results that are views (lowering/extern.py).
     storage_offset = 0
 
     def __init__(self, name: str | None, layout: Layout):

@@ -11,6 +11,7 @@ import types
 import torch
 
 from ..exc import Unsupported
+from ..module_hooks import hookless, no_global_hooks
 from ..source import Source
 from .base import ConstVar, Var
 from .containers import DictVar, TupleVar
@@ -307,13 +308,7 @@ class ModuleVar(ObjectVar):
 
     def call(self, tx, args, kwargs):
         mod = self.value
-        if (
-            mod._forward_hooks
-            or mod._forward_pre_hooks
-            or getattr(mod, "_backward_hooks", None)
-            or getattr(mod, "_backward_pre_hooks", None)
-            or _global_hooks()
-        ):
+        if not (hookless(mod.__dict__) and no_global_hooks()):
             raise Unsupported(f"module hooks on {self.cls.__name__}")
         if self.source is not None:
             # a hook, or a forward assigned on the instance, added later must not be skipped
@@ -546,18 +541,6 @@ class SequentialSliceVar(Var):
 
     def unpack(self, tx):
         return list(self.items)
-
-
-def _global_hooks():
-    m = torch.nn.modules.module
-    return bool(
-        m._global_forward_hooks
-        or m._global_forward_pre_hooks
-        or m._global_backward_hooks
-        or getattr(m, "_global_backward_pre_hooks", None)
-        or getattr(m, "_global_module_registration_hooks", None)
-        and False
-    )
 
 
 class ClassVar(Var):

@@ -168,12 +168,13 @@ class TensorMethodVar(Var):
 def _input_fact(out, t: TensorVar, expr: str, read):
     """A fact about an input tensor that its fake does not carry (a fake is a leaf, not an
     inference tensor, not a view): read from the real input and guarded."""
-    for source, value in zip(out.input_sources, out.input_values):
-        if source.expr == t.source.expr:
-            fact = read(value)
-            out.guards.add("TENSOR_FACT", source.expr, f"{source.expr}.{expr} is {fact!r}")
-            return fact
-    raise Unsupported(f"Tensor.{expr} of {t.source.expr}, which is not a graph input")
+    src = t.source.expr
+    value = out.real_input(src)
+    if value is None:
+        raise Unsupported(f"Tensor.{expr} of {src}, which is not a graph input")
+    fact = read(value)
+    out.guards.add("TENSOR_FACT", src, f"{src}.{expr} is {fact!r}")
+    return fact
 
 
 def _guard_storage_offsets(out, t: TensorVar) -> None:
