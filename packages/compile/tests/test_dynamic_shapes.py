@@ -20,6 +20,18 @@ class Net(torch.nn.Module):
         return y.view(b, t, c)[:, : t - 1].sum(1) * t
 
 
+def _step_matches(compiled, model, ref, *args):
+    """One training step of ``compiled`` (over ``model``) and of its eager twin ``ref``: same
+    outputs, same parameter gradients."""
+    out, exp = compiled(*args), ref(*args)
+    assert same(exp, out)
+    out.square().sum().backward()
+    exp.square().sum().backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert same(q.grad, p.grad)
+        p.grad = q.grad = None
+
+
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_automatic_dynamic_compiles_twice_and_trains(backend):
     torch.manual_seed(0)
@@ -30,13 +42,7 @@ def test_automatic_dynamic_compiles_twice_and_trains(backend):
     compiled = danlu.compile(model, backend=be)
     for b, t in [(2, 3), (3, 5), (4, 9), (2, 12), (5, 7), (3, 4), (6, 2), (2, 20), (7, 6), (4, 4)]:
         x = torch.randn(t, b, 8).transpose(0, 1)  # non-contiguous
-        out, exp = compiled(x), ref(x)
-        assert same(exp, out)
-        out.square().sum().backward()
-        exp.square().sum().backward()
-        for p, q in zip(model.parameters(), ref.parameters()):
-            assert same(q.grad, p.grad)
-            p.grad = q.grad = None
+        _step_matches(compiled, model, ref, x)
     assert len(calls) == 2
 
 
@@ -119,11 +125,5 @@ def test_int_argument_made_dynamic_compiles_twice_and_trains(backend):
     compiled = danlu.compile(model, backend=be)
     x = torch.randn(24, 3, 8).transpose(0, 1)  # non-contiguous, 24 positions
     for n in (3, 5, 9, 24, 2, 17, 5):
-        out, exp = compiled(x, n), ref(x, n)
-        assert same(exp, out)
-        out.square().sum().backward()
-        exp.square().sum().backward()
-        for p, q in zip(model.parameters(), ref.parameters()):
-            assert same(q.grad, p.grad)
-            p.grad = q.grad = None
+        _step_matches(compiled, model, ref, x, n)
     assert len(calls) == 2

@@ -4,31 +4,13 @@ small values, attributes and Python-level uses that need a number stay specialis
 
 import pytest
 import torch
+from test_dynamic_capture import Counter, capture_path  # noqa: F401 (a fixture)
 
 import danlu_dynamo
-from danlu_dynamo import config
 
 
-class Counter:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
-
-    @property
-    def n(self):
-        return len(self.graphs)
-
-
-@pytest.fixture(params=["bytecode", "segments"])
-def capture_path(request, monkeypatch):
-    monkeypatch.setattr(config, "capture_path", request.param)
-    return request.param
-
-
-def _int_placeholders(gm):
+def _int_placeholders(graph):
+    gm, _example_inputs = graph  # as Counter keeps it
     return [
         n
         for n in gm.graph.nodes
@@ -41,7 +23,8 @@ def _f(x, n):
     return y.sum(1) / n, n + 1  # the int returned is rebuilt from L['n'], not baked in
 
 
-def test_changed_int_becomes_a_symbolic_input(capture_path):
+@pytest.mark.usefixtures("capture_path")  # both capture paths
+def test_changed_int_becomes_a_symbolic_input():
     be = Counter()
     opt = danlu_dynamo.optimize(be)(_f)
     gen = torch.Generator().manual_seed(torch.seed() % 2**31)
