@@ -54,10 +54,14 @@ class ModelSpec:
 def _language_model(config_name, model_name, sizes, seq2seq=False):
     """sizes: {"full": (config, (batch, seq)), "small": (config, (batch, seq))}."""
 
-    def build(small):
+    def build(small, layers=None):
         import transformers
 
         cfg, (batch, seq) = sizes["small" if small else "full"]
+        if layers is not None:  # the same blocks, fewer of them (memory checks at full width)
+            key = "n_layer" if "n_layer" in cfg else "num_hidden_layers"
+            key = "num_layers" if "num_layers" in cfg else key
+            cfg = {**cfg, key: layers}
         config = getattr(transformers, config_name)(**cfg)
         if hasattr(config, "use_cache"):
             config.use_cache = False  # no key/value cache objects among the outputs
@@ -87,6 +91,28 @@ def _timm_model(name, small_kwargs):
             info["overrides"] = f"none ({e})"
             kwargs = {"img_size": res} if name.startswith("vit") else {}
             model = timm.create_model(name, pretrained=False, num_classes=1000, **kwargs)
+
+        def make_inputs(gen):
+            images = torch.randn(batch, 3, res, res, generator=gen)
+            return images, torch.randint(0, 1000, (batch,), generator=gen)
+
+        return ClassifierStep(model), make_inputs, info
+
+    return build
+
+
+def _torchvision_model(name):
+    def build(small):
+        import torchvision
+
+        batch, res = (2, 64) if small else (64, 224)
+        model = getattr(torchvision.models, name)(weights=None, num_classes=1000)
+        for m in model.modules():  # eager, compiled and float64 runs: the same function
+            if isinstance(m, torchvision.ops.StochasticDepth):
+                m.p = 0.0
+        # torchvision's constructors have no depth arguments: the small size is the full
+        # architecture on small images (its windows and shifts still take every code path)
+        info = {"class": f"torchvision {name}", "batch": batch, "resolution": res}
 
         def make_inputs(gen):
             images = torch.randn(batch, 3, res, res, generator=gen)
@@ -178,7 +204,7 @@ SPECS = [
                         intermediate_size=2816,
                         num_hidden_layers=8,
                         num_attention_heads=16,
-                        num_key_value_heads=16,
+                        num_key_value_heads=4,  # grouped-query attention, as LLaMA 2/3
                         max_position_embeddings=2048,
                     ),
                     (8, 1024),
@@ -191,13 +217,52 @@ SPECS = [
                         intermediate_size=176,
                         num_hidden_layers=2,
                         num_attention_heads=4,
-                        num_key_value_heads=4,
+                        num_key_value_heads=2,
                         max_position_embeddings=128,
                     ),
                     (2, 32),
                 ),
             },
         ),
+    ),
+    ModelSpec(
+        "qwen2",
+        "transformers",
+        _language_model(
+            "Qwen2Config",
+            "Qwen2ForCausalLM",
+            {
+                "full": (
+                    dict(
+                        _LLAMA,
+                        vocab_size=32000,
+                        hidden_size=896,
+                        intermediate_size=4864,
+                        num_hidden_layers=8,
+                        num_attention_heads=14,
+                        num_key_value_heads=2,
+                        max_position_embeddings=2048,
+                        tie_word_embeddings=True,
+                    ),
+                    (8, 1024),
+                ),
+                "small": (
+                    dict(
+                        _LLAMA,
+                        vocab_size=512,
+                        hidden_size=64,
+                        intermediate_size=176,
+                        num_hidden_layers=2,
+                        num_attention_heads=4,
+                        num_key_value_heads=2,
+                        max_position_embeddings=128,
+                        tie_word_embeddings=True,
+                    ),
+                    (2, 32),
+                ),
+            },
+        ),
+        listed=False,  # in --models by name and in the memory check; not in "all" yet
     ),
     ModelSpec(
         "t5",
@@ -253,13 +318,14 @@ SPECS = [
         "timm",
         _timm_model("convnext_tiny", dict(depths=(1, 1, 1, 1), dims=(16, 32, 64, 128))),
     ),
+    ModelSpec("swin_t", "torchvision", _torchvision_model("swin_t"), listed=False),
     ModelSpec("selfcheck_mlp", "torch", _selfcheck_mlp, listed=False),
 ]
 MODELS = {s.name: s for s in SPECS}
 GROUPS = {
     "all": [s.name for s in SPECS if s.listed],
-    "transformers": [s.name for s in SPECS if s.family == "transformers"],
-    "timm": [s.name for s in SPECS if s.family == "timm"],
+    "transformers": [s.name for s in SPECS if s.listed and s.family == "transformers"],
+    "timm": [s.name for s in SPECS if s.listed and s.family == "timm"],
 }
 
 
