@@ -510,3 +510,42 @@ def test_inputs_with_a_storage_offset_are_traced_static():
             torch.testing.assert_close(got, want)
     # offset 3 and 7: static traces (the second offset-3 call hits); offset 0: one symbolic trace
     assert compiled.stats["traces"] == 3
+
+
+class _PatchMerge(torch.nn.Module):
+    """A shifted-window model's patch merging: linear on a 4-d input, no bias (the CUDA trace
+    of this call read numel() of a symbolic tensor inside ATen's composite), then a batched
+    product of two symbolic operands."""
+
+    def __init__(self):
+        super().__init__()
+        self.reduction = torch.nn.Linear(16, 8, bias=False)
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.reduction(x)  # [b, h, w, 8]
+        scores = torch.matmul(y, y.transpose(-1, -2))  # [b, h, w, w]
+        return self.proj(scores @ y) + y
+
+
+def test_matmul_and_linear_composites_traced_with_symbolic_sizes(monkeypatch):
+    from danlu_primtorch.symbolic import composites
+
+    calls = []
+    for name in ("matmul", "linear"):
+        real = getattr(composites, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(composites, name, spy)
+    torch.manual_seed(0)
+    module = _PatchMerge().to(f64)
+    reference = copy.deepcopy(module)
+    compiled = da.aot_module(module, da.run_graph, dynamic=True)
+    for b, h in ((2, 4), (3, 6), (2, 5)):
+        x = torch.randn(b, h, h + 1, 16, dtype=f64)
+        _compare_module_step(compiled, module, reference, x)
+    assert compiled.aot.stats["traces"] == 1, compiled.aot.retrace_reasons
+    assert calls.count("linear") >= 2 and calls.count("matmul") >= 2, calls

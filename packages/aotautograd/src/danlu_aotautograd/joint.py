@@ -18,6 +18,7 @@ the env's guards and input checks say for which inputs the graph is valid.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from danlu_aotautograd.errors import AotNotSupported
 from danlu_aotautograd.tracing.shadow_tensor import ShadowTensor, meta_like
 from danlu_aotautograd.tracing.tracer import Tracer, is_random
+from danlu_primtorch.symbolic.composites import SymbolicCompositeMode
 
 
 @dataclass
@@ -184,7 +186,10 @@ def trace_program(
         call_flat[k] = value
     args, kwargs = tree_unflatten(call_flat, in_spec)
     grad_ctx = torch.enable_grad() if joint else torch.no_grad()
-    with grad_ctx, tracer.mode:
+    # matmul/linear composites read concrete sizes on some builds: with symbolic sizes they
+    # are computed from mm/bmm and views instead (danlu_primtorch.symbolic.composites)
+    composites = SymbolicCompositeMode() if fake_mode is not None else contextlib.nullcontext()
+    with grad_ctx, composites, tracer.mode:
         out = fn(*args, **kwargs)
         flat_out, out_spec = tree_flatten(out)
 

@@ -11,6 +11,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ..fake import FakeTensor, FakeTensorMode
 from ..symbolic import ShapeEnv
+from ..symbolic.composites import SymbolicCompositeMode
 from .cleanup import eliminate_dead_nodes
 from .tracer import AtenTracer
 
@@ -64,6 +65,9 @@ def trace(
         stack.callback(tracer.close)
         if fake_mode is not None:
             stack.enter_context(fake_mode)
+            if fake_mode.shape_env is not None:
+                # matmul/linear composites that read concrete sizes (symbolic/composites.py)
+                stack.enter_context(SymbolicCompositeMode())
         else:
             stack.enter_context(_no_autograd_threads())
         stack.enter_context(tracer)
