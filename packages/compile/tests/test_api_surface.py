@@ -141,7 +141,7 @@ def test_a_failing_backend_runs_that_graph_eagerly_and_says_why(caplog):
     assert caplog.text.count("cannot compile this") == 1  # compiled (and failed) once
     assert "running it eagerly" in caplog.text
     (graph,) = danlu.CompileStats.current().graphs
-    assert graph.error == "RuntimeError: cannot compile this"
+    assert graph.error == "backend failed: RuntimeError: cannot compile this"
     assert "ran eagerly: backend failed" in danlu.CompileStats.current().summary()
 
 

@@ -20,6 +20,7 @@ import weakref
 from dataclasses import dataclass, field
 
 from . import debug
+from .fallback import EagerOnFailure
 from .logs import perf_log
 
 log = logging.getLogger("danlu")
@@ -192,10 +193,14 @@ class CompileStats:
                     type(e).__name__,
                     e,
                 )
-                record.error = f"{type(e).__name__}: {e}"
+                record.error = f"backend failed: {type(e).__name__}: {e}"
                 compiled = gm.forward
             finally:
                 _active.reset(token)
+            if getattr(compiled, "__self__", None) is not gm:
+                # a failure inside danlu at a call (a lazy trace, a kernel build or launch)
+                # runs the graph eagerly too (fallback.py)
+                compiled = EagerOnFailure(compiled, gm, record)
             record.backend_s = time.perf_counter() - start
             rest = record.backend_s - sum(record.phases.values())
             self.add_phase("other" if own else "backend compile", max(0.0, rest), record)
@@ -283,7 +288,7 @@ def _graph_line(g: GraphRecord) -> str:
     phases = ", ".join(f"{k} {v:.3f}" for k, v in _ordered(g.phases).items())
     where = f" from {g.where}" if g.where else ""
     if g.error:
-        extra += f", ran eagerly: backend failed ({g.error[:120]})"
+        extra += f", ran eagerly: {g.error[:160]}"
     return (
         f"graph {g.index}{where}: {g.ops} ops, {g.inputs} inputs, "
         f"backend {g.backend_s:.2f} s{extra}" + (f" ({phases})" if phases else "")

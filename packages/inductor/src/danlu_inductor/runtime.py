@@ -31,8 +31,16 @@ def extern_layout(t, size: tuple, stride: tuple):
     return t if t is None else ensure_layout(t, size, stride)
 
 
+class ProgramIndexError(IndexError):
+    """An index the program itself got wrong (out of range in a gather or embedding), as eager
+    reports it: the program's error, not the compiler's, so nothing falls back on it (an eager
+    rerun on CUDA would trip a device-side assert and end the process's CUDA context)."""
+
+    program_error = True
+
+
 def raise_index_error(kernel: str):
-    raise IndexError(f"index out of range in a gather/embedding (kernel {kernel})")
+    raise ProgramIndexError(f"index out of range in a gather/embedding (kernel {kernel})")
 
 
 class FlagWatch:
@@ -59,7 +67,7 @@ class FlagWatch:
     def check_now(self, where: str = ""):
         if self.flag.item():
             self.flag.zero_()
-            raise IndexError(self.MESSAGE + where)
+            raise ProgramIndexError(self.MESSAGE + where)
 
     def check(self, where: str = ""):
         if not self.async_reads:
@@ -68,7 +76,9 @@ class FlagWatch:
             self.in_flight = False
             if self.host.item():
                 self.flag.zero_()
-                raise IndexError(self.MESSAGE + where + " (seen after the call that caused it)")
+                raise ProgramIndexError(
+                    self.MESSAGE + where + " (seen after the call that caused it)"
+                )
         if not self.in_flight:
             self.host.copy_(self.flag, non_blocking=True)
             self.event.record()
