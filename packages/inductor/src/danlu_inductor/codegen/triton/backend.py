@@ -323,7 +323,7 @@ class TritonLauncher:
 
     def _autotune(self, args) -> Config:
         # time on copies: the wrapper may alias an output with a dying input (in place)
-        scratch = [a.clone() if hasattr(a, "clone") else a for a in args]
+        scratch = [scratch_copy(a) for a in args]
         timings = []
         for cfg in self.configs or self.candidates():
             try:
@@ -336,6 +336,24 @@ class TritonLauncher:
             return (self.configs or [self.heuristic()])[0]
         self.timings = [(round(t * 1000, 2), str(c)) for t, c in timings]
         return min(timings, key=lambda tc: tc[0])[1]
+
+
+def scratch_copy(t):
+    """A copy of tensor ``t`` with its exact memory layout (strides, gaps, overlaps) and
+    values; anything else as it is.
+
+    The kernel indexes its arguments with the strides it was built for, from their data
+    pointers. ``clone()`` makes a view with gaps (a slice) or with overlaps dense, in fewer
+    bytes: a timed launch on such a clone reads and writes past its end, into whatever the
+    allocator put next (a crash later, far from the cause). The copy here spans every element
+    ``t`` addresses, gap contents included, so indices gathered from it stay in range too."""
+    if not hasattr(t, "as_strided"):
+        return t
+    if t.numel() == 0:
+        return t.clone()
+    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    span = t.as_strided((extent,), (1,))  # from t's data pointer (its storage offset)
+    return span.clone().as_strided(t.shape, t.stride())
 
 
 def _time_launches(launch, budget_ms: float = 2.0) -> float:
