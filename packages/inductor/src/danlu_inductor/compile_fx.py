@@ -17,6 +17,7 @@ from danlu_inductor.graph import GraphLowering
 from danlu_inductor.ir.symbols import size_hints
 from danlu_inductor.lowering import NotLowered
 from danlu_inductor.options import validate_options
+from danlu_inductor.passes.cpu_scalars import move_cpu_scalars
 from danlu_inductor.scheduler import Scheduler
 
 log = logging.getLogger("danlu_inductor")
@@ -76,6 +77,7 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs, options=None):
     neither backend can take, runs eagerly and says why in ``report["fallback_reason"]``.
     """
     opts = validate_options(options)
+    move_cpu_scalars(gm, example_inputs)  # 0-dim CPU values of a CUDA graph, on its device
     backend, where = choose_backend(gm, example_inputs)
     if backend == "eager":
         log.warning("danlu_inductor: running the graph eagerly: %s", where)

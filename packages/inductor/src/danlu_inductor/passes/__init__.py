@@ -1,5 +1,6 @@
 """Rewrites of the ATen graph before lowering (each pass keeps the graph's results)."""
 
+from danlu_inductor.passes.cpu_scalars import move_cpu_scalars
 from danlu_inductor.passes.pad_matmul import pad_matmuls
 
-__all__ = ["pad_matmuls"]
+__all__ = ["move_cpu_scalars", "pad_matmuls"]
