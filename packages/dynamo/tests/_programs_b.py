@@ -963,3 +963,27 @@ def autocast_disabled_inside(x, w):
 def autocast_cpu_amp_class(x):
     with torch.cpu.amp.autocast():
         return torch.mm(x, x.t())
+
+
+# ---------------------------------------------------------------- function objects as values
+def _log_usage_once(obj):
+    """torchvision's logging helper: reads type(fn).__name__ of a function it is given."""
+    module = obj.__module__
+    name = obj.__class__.__name__
+    if isinstance(obj, type(_log_usage_once)):
+        name = obj.__name__
+    return f"{module}.{name}"
+
+
+@case(A)
+def function_class_attribute(x):
+    label = _log_usage_once(function_class_attribute)
+    return x * len(label)
+
+
+@case(A)
+def nested_function_class_attribute(x):
+    def inner(t):
+        return t + 1
+
+    return inner(x) * len(inner.__class__.__name__)

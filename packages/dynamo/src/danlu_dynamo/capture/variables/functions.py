@@ -112,6 +112,8 @@ class UserFunctionVar(Var):
             )
         if name == "__get__":
             return ConstVar(None)
+        if name == "__class__":  # type(fn).__name__ in logging helpers (torchvision's)
+            return tx.output.wrap(type(self.fn), None)
         raise Unsupported(f"function attribute {name!r}")
 
     def call(self, tx, args, kwargs):
@@ -157,6 +159,8 @@ class NestedFunctionVar(Var):
     def getattr(self, tx, name):
         if name in ("__name__", "__qualname__"):
             return ConstVar(self.name)
+        if name == "__class__":
+            return tx.output.wrap(types.FunctionType, None)
         raise Unsupported(f"nested function attribute {name!r}")
 
     def call(self, tx, args, kwargs):
