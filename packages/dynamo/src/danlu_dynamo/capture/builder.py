@@ -9,6 +9,7 @@ import enum
 import functools
 import inspect
 import os
+import sys
 import types
 
 import torch
@@ -25,6 +26,12 @@ from .variables.builtins import (
 )
 from .variables.containers import DictVar, ListVar, TupleVar, note_frame_container
 from .variables.functions import BoundMethodVar, UserFunctionVar
+from .variables.numpy_arrays import (
+    NumpyFnVar,
+    NumpyScalarTypeVar,
+    is_numpy_callable,
+    is_numpy_scalar_type,
+)
 from .variables.objects import ClassVar, ModuleVar, ObjectVar, PythonModuleVar
 from .variables.side_calls import wrap_special
 
@@ -39,6 +46,11 @@ class GradCtxClassVar(ClassVar):
 def _is_user_function(fn) -> bool:
     mod = getattr(fn, "__module__", None) or ""
     return not (mod == "torch" or mod.startswith("torch."))
+
+
+def _is_numpy_scalar(value) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.generic) and not isinstance(value, np.object_)
 
 
 def wrap_value(out, value, source):
@@ -90,6 +102,8 @@ def wrap_value(out, value, source):
             return BuiltinVar(value)
         if value is torch.set_grad_enabled:
             return TorchFnVar(value, source)
+        if is_numpy_scalar_type(value):
+            return NumpyScalarTypeVar(value, source)
         return ClassVar(value, source)
     if type(value) is list and source is not None:
         g.type_match(src, value)  # length and items: guarded when the trace reads them
@@ -121,6 +135,14 @@ def wrap_value(out, value, source):
         if source is not None:
             note_frame_container(out, var, "dict")
         return var
+    if is_numpy_callable(value):  # np.exp, np.sum, ...: traced as torch ops
+        if src is not None:
+            g.id_match(src, value)
+        return NumpyFnVar(value, source)
+    if _is_numpy_scalar(value):  # np.float32(1.5): immutable, a constant like a float
+        if src is not None:
+            g.constant_match(src, value)
+        return ConstVar(value, source)
     special = wrap_special(out, value, source)
     if special is not None:  # lru_cache functions, logging.<level>()
         return special

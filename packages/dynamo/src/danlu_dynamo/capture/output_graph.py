@@ -339,13 +339,20 @@ class StructSeqVar(TupleVar):
         return lambda ctx: t([p(ctx) for p in parts])
 
 
+def _plain(value):
+    """A NumPy scalar as the Python number torch takes it for (graph code names no numpy)."""
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
 def _to_node(v):
     if isinstance(v, TensorVar):
         return v.node
     if isinstance(v, (SymNumVar, SliceVar)):
         return node_of(v)
     if isinstance(v, ConstVar):
-        return v.value
+        return _plain(v.value)
     if isinstance(v, SeqVar) and v.py_type in (tuple, list, torch.Size):
         items = [_to_node(i) for i in v.items]
         return items if v.py_type is list else tuple(items)
@@ -362,7 +369,7 @@ def _to_example(v):
     if isinstance(v, (SymNumVar, SliceVar)):
         return example_of(v)
     if isinstance(v, ConstVar):
-        return v.value
+        return _plain(v.value)
     if isinstance(v, SeqVar):
         items = [_to_example(i) for i in v.items]
         return items if v.py_type is list else tuple(items)

@@ -33,6 +33,7 @@ from .variables.functions import (
     NestedFunctionVar,
     bind_args,
 )
+from .variables.numpy_arrays import NDArrayVar, array_unary
 from .variables.objects import (
     AutocastVar,
     CellVar,
@@ -548,7 +549,7 @@ class Translator(BuildingOpcodes):
     def getitem(self, obj, idx):
         if isinstance(obj, TensorVar):
             return self.output.call_op("call_function", operator.getitem, [obj, idx], {})
-        if isinstance(obj, (SeqVar, DictVar, ModuleVar)):
+        if isinstance(obj, (SeqVar, DictVar, ModuleVar, NDArrayVar)):
             return obj.call_method(self, "__getitem__", [idx], {})
         if obj.is_const() and idx.is_const():
             try:
@@ -583,7 +584,7 @@ class Translator(BuildingOpcodes):
     def setitem(self, obj, idx, val):
         if isinstance(obj, TensorVar):
             obj.call_method(self, "__setitem__", [idx, val], {})
-        elif isinstance(obj, (ListVar, DictVar)):
+        elif isinstance(obj, (ListVar, DictVar, NDArrayVar)):
             obj.call_method(self, "__setitem__", [idx, val], {})
         elif isinstance(obj, ObjectVar):
             obj.getattr(self, "__setitem__").call(self, [idx, val], {})
@@ -726,6 +727,8 @@ class Translator(BuildingOpcodes):
 def binary_op_unary(tx, op, v):
     if isinstance(v, TensorVar):
         return tx.output.call_op("call_function", op, [v], {})
+    if isinstance(v, NDArrayVar):
+        return array_unary(tx, op, v)
     if isinstance(v, SymNumVar):
         r = sym_unary(tx, op, v)
         if r is not None:

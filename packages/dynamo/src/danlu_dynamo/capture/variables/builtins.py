@@ -11,6 +11,7 @@ import types
 from ..exc import Unsupported
 from .base import FOLDABLE, ConstVar, NullVar, Var
 from .containers import DictVar, ListIteratorVar, ListVar, SeqVar, SetVar, TupleVar
+from .numpy_arrays import NDArrayVar, array_binary, array_unary
 from .symbolic import SymNumVar, sym_binary
 from .tensor import TensorVar
 
@@ -57,6 +58,8 @@ INPLACE_TO_BINARY = {v: BINARY[k[:-1]] for k, v in INPLACE.items()}
 
 def binary_op(tx, op, a: Var, b: Var) -> Var:
     """``op`` is an ``operator`` function (binary, in-place or comparison)."""
+    if isinstance(a, NDArrayVar) or isinstance(b, NDArrayVar):
+        return array_binary(tx, op, a, b)
     if isinstance(a, TensorVar) or isinstance(b, TensorVar):
         if op in INPLACE_TO_BINARY:
             if isinstance(a, TensorVar):
@@ -575,6 +578,8 @@ def _int_float(fn):
 def _abs(tx, x):
     if isinstance(x, TensorVar):
         return tx.output.call_op("call_function", operator.abs, [x], {})
+    if isinstance(x, NDArrayVar):
+        return array_unary(tx, operator.abs, x)
     return None
 
 

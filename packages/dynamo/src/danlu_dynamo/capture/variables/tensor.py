@@ -197,6 +197,10 @@ def tensor_method(tx, t: TensorVar, name, args, kwargs):
     if name in ("is_inference", "_is_view") and t.source is not None and not args and not kwargs:
         read = lambda x: getattr(x, name)()  # noqa: E731
         return ConstVar(_input_fact(tx.output, t, f"{name}()", read))
+    if name == "numpy" and not args and not (kwargs and kwargs.get("force", ConstVar(0)).const()):
+        from .numpy_arrays import tensor_to_array
+
+        return tensor_to_array(tx, t)
     if name in DATA_METHODS:
         raise Unsupported(f"Tensor.{name}() reads tensor data")
     if name in META_METHODS:

@@ -242,6 +242,11 @@ class TorchFnVar(Var):
 
     def call(self, tx, args, kwargs):
         fn = self.fn
+        from .numpy_arrays import torch_call_with_arrays
+
+        with_arrays = torch_call_with_arrays(tx, fn, args, kwargs)
+        if with_arrays is not None:
+            return with_arrays
         special = _TORCH_SPECIAL.get(fn)
         if special is not None:
             return special(tx, *args, **kwargs)
