@@ -232,6 +232,16 @@ SNIPPETS = [
     # ---- numpy interop
     S("numpy_roundtrip", "{v} = torch.from_numpy({t}.detach().numpy() * 2.0) + {u}"),
     S("numpy_scalar", "{v} = {t} * float(np.float32(1.5))"),
+    S(
+        "numpy_reduce",
+        "{v} = torch.from_numpy(np.maximum({t}.numpy().sum(axis=1, keepdims=True), 0) * {u}.numpy())",
+    ),
+    S(
+        "numpy_where_clip",
+        "{v} = torch.as_tensor(np.where({t}.numpy() > 0, {u}.numpy(), 0.0).clip(-1, 1))",
+    ),
+    S("numpy_write_through", "_arr = {t}.numpy()\n_arr[0] = 2.0\n{v} = {t} * 1"),
+    S("numpy_mean_scalar", "{v} = {t} + torch.tensor({t}.numpy().mean())"),
     # ---- in-place on inputs
     S("inplace_input", "x.add_(1.0)\n{v} = x * {t}"),
 ]
