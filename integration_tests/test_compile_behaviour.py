@@ -1,5 +1,6 @@
 """How `danlu.compile` behaves across calls: caching, recompiles, graph breaks, interop."""
 
+import pytest
 import torch
 
 import danlu
@@ -176,3 +177,39 @@ def test_danlu_backends_inside_torch_compile():
         inf = torch.compile(model, backend=danlu_inductor.inference_backend)
         assert same(model(x), inf(x))
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("name", ["danlu", "danlu_aot_eager"])
+def test_torch_compile_finds_danlu_by_name_and_trains(name):
+    """`pip install danlu` registers its backends in torch's `torch_dynamo_backends` entry-point
+    group: `torch.compile(backend="danlu")` needs no import of danlu."""
+    import subprocess
+    import sys
+
+    script = f"""
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+ref = __import__("copy").deepcopy(model)
+compiled = torch.compile(model, backend={name!r})
+opt, opt_ref = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, ref))
+for step in range(3):
+    x = torch.randn(8, 16)
+    for m, o in ((compiled, opt), (ref, opt_ref)):
+        o.zero_grad()
+        m(x).square().mean().backward()
+        o.step()
+for p, q in zip(model.parameters(), ref.parameters()):
+    torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+import sys, danlu
+stats = danlu.CompileStats.current()
+assert "danlu" in sys.modules and len(stats.graphs) >= 1, stats.summary()
+print("ok", len(stats.graphs), len(stats.kernel_graphs))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    graphs, kernel_graphs = map(int, proc.stdout.split()[1:3])
+    assert graphs >= 1
+    assert kernel_graphs == (2 if name == "danlu" else 0)  # forward and backward kernels

@@ -95,6 +95,31 @@ def _inductor(mode=None, options=None):
     return aot_pipeline(inductor_compiler(settings), decompositions=decomposition_table())
 
 
+_FOR_TORCH_COMPILE: dict[str, Backend] = {}
+
+
+def _for_torch_compile(name: str) -> Backend:
+    """danlu's backend ``name`` as torch.compile calls it: recorded in `CompileStats` and,
+    like under `danlu.compile`, a graph that fails to compile runs eagerly."""
+    backend = _FOR_TORCH_COMPILE.get(name)
+    if backend is None:
+        backend = CompileStats.current().wrap_backend(lookup_backend(name), name)
+        _FOR_TORCH_COMPILE[name] = backend
+    return backend
+
+
+def torch_compile_backend(gm, example_inputs):
+    """``torch.compile(model, backend="danlu")``: aotautograd and danlu-inductor (the entry
+    point torch finds in the ``torch_dynamo_backends`` group)."""
+    return _for_torch_compile("inductor")(gm, example_inputs)
+
+
+def torch_compile_aot_eager_backend(gm, example_inputs):
+    """``torch.compile(model, backend="danlu_aot_eager")``: aotautograd, graphs run as they
+    are (for checking capture and autograd apart from code generation)."""
+    return _for_torch_compile("aot_eager")(gm, example_inputs)
+
+
 def own_backend(backend):
     """Mark a backend as danlu's: its unattributed time counts as "other", not as "backend
     compile" (which, for a foreign backend, is its whole call)."""
