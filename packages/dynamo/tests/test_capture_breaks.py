@@ -245,3 +245,27 @@ def test_torch_internals_and_callbacks_are_not_recorded_as_ops():
 
     assert not _internal(torch.pca_lowrank, torch.pca_lowrank.__module__)
     assert _internal(torch._utils._flatten_dense_tensors, "torch._utils")
+
+
+def test_explain_has_the_fields_of_torch_dynamo_explain():
+    import torch
+
+    def f(x):
+        y = x.sin()
+        print("side effect")
+        return y.cos() + 1
+
+    ours = danlu_dynamo.explain(f)(torch.randn(3))
+    theirs = torch._dynamo.explain(f)(torch.randn(3))
+    torch._dynamo.reset()
+    fields = ("graphs", "graph_count", "graph_break_count", "break_reasons", "op_count")
+    fields += ("ops_per_graph", "out_guards", "compile_times")
+    for name in fields:
+        assert hasattr(theirs, name), name  # the reference still has it
+        assert getattr(ours, name) is not None, name
+    assert (ours.graph_count, ours.graph_break_count) == (
+        theirs.graph_count,
+        theirs.graph_break_count,
+    )
+    assert ours.op_count == 3  # sin, cos, add (torch counts its own way)
+    assert "Compile times:" in str(ours)

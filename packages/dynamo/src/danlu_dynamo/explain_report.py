@@ -32,12 +32,22 @@ class ExplainOutput:
     def op_count(self):
         return sum(len(o) for o in self.ops_per_graph)
 
+    # the names torch._dynamo.explain's result uses, for code written against it
+    @property
+    def out_guards(self):
+        return self.guards
+
+    @property
+    def compile_times(self) -> str:
+        return f"capture: {self.capture_time:.4f} s, wall: {self.wall_time:.4f} s"
+
     def __str__(self):
         lines = [
             f"Graph count: {self.graph_count}",
             f"Graph break count: {self.graph_break_count}",
             f"Op count: {self.op_count}",
             f"Capture time: {self.capture_time * 1000:.1f} ms",
+            f"Compile times: {self.compile_times}",
         ]
         if self.break_reasons:
             lines.append("Break reasons:")
