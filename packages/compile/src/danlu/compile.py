@@ -110,7 +110,7 @@ def compile(
     if capture is not None:
         CompileStats.current().captures.append(capture)
     if isinstance(model, torch.nn.Module):
-        if _forward_is_library_code(model):
+        if _forward_is_library_code(model) and not _runs_user_module(model):
             return OptimizedModule(model, optimize(_calling(model)))
         return OptimizedModule(model, optimize(model))
     return optimize(model)
@@ -123,6 +123,15 @@ def _forward_is_library_code(mod: torch.nn.Module) -> bool:
     # torch's own directory, not "/torch/" anywhere in the path: an environment installed
     # under such a path (/opt/torch/.venv) would make every model library code
     return code is not None and code.co_filename.startswith(_TORCH_DIR)
+
+
+def _runs_user_module(mod: torch.nn.Module) -> bool:
+    """DistributedDataParallel (and its kind): its forward runs eagerly, as under
+    torch.compile, and capture starts in the module it wraps, where DDP marks itself active
+    (so the graph can be split at its gradient buckets)."""
+    parallel = getattr(torch.nn, "parallel", None)
+    ddp = getattr(parallel, "DistributedDataParallel", None)
+    return ddp is not None and isinstance(mod, ddp)
 
 
 _TORCH_DIR = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "")

@@ -1,4 +1,4 @@
-"""`DANLU_LOGS=graph_breaks,recompiles,guards,output_code,perf,dynamic`: turn on topic loggers.
+"""`DANLU_LOGS=graph_breaks,recompiles,guards,output_code,perf,dynamic,ddp`: turn on topic loggers.
 
 Each topic maps to the loggers of the packages that report it; enabling a topic sets those
 loggers to DEBUG and attaches one stderr handler to each. danlu itself reports what the graph
@@ -19,6 +19,7 @@ TOPICS: dict[str, tuple[str, ...]] = {
     "perf": ("danlu.perf",),
     "fallbacks": ("danlu.fallbacks",),
     "dynamic": ("danlu_primtorch.symbolic",),
+    "ddp": ("danlu_dynamo.ddp",),
 }
 """Topic -> the loggers that report it. Each logger serves one topic only, so enabling a topic
 sets its loggers to DEBUG (danlu-dynamo writes guards at DEBUG)."""

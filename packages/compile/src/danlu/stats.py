@@ -130,6 +130,11 @@ class CompileStats:
         )
 
     @property
+    def ddp_splits(self) -> list:
+        """How graphs captured inside DistributedDataParallel were split at its buckets."""
+        return [s for c in self.captures for s in getattr(c, "ddp_splits", ())]
+
+    @property
     def graph_breaks(self) -> int:
         return sum(len(getattr(c, "breaks", ())) for c in self.captures)
 
@@ -238,6 +243,8 @@ class CompileStats:
         lines = [f"captured graphs: {len(self.graphs)}, graph breaks: {self.graph_breaks}"]
         for g in self.graphs:
             lines.append("  " + _graph_line(g))
+        for split in self.ddp_splits:
+            lines.append(f"DDP: a captured graph of {split.graph_nodes} nodes: {split.describe()}")
         if self.kernel_graphs:
             kernels = sum(k.kernels for k in self.kernel_graphs)
             fallbacks: dict = {}

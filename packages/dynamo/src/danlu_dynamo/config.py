@@ -15,3 +15,8 @@ capture_path = _os.environ.get("DANLU_DYNAMO_CAPTURE_PATH", "bytecode")
 # Segment path only: enter capture through the C frame hook (a trampoline per code object)
 # instead of only through the optimize wrapper.
 use_frame_hook = _os.environ.get("DANLU_DYNAMO_FRAME_HOOK", "0") == "1"
+
+# Graphs captured inside a DistributedDataParallel forward are compiled in pieces at its
+# gradient buckets, so each bucket's all-reduce can overlap the rest of the backward
+# (``distributed/ddp_split.py``). Off: one piece per graph (all gradients at the end).
+ddp_split = _os.environ.get("DANLU_DDP_SPLIT", "1") != "0"

@@ -114,7 +114,11 @@ class CaptureContext:
     """One ``optimize(...)`` call: backend, options, caches, and what explain reports."""
 
     def __init__(self, backend, fullgraph=False, dynamic=None):
-        self.backend = backend
+        from .distributed import ddp_split_backend
+
+        # graphs captured inside a DistributedDataParallel forward are split at its buckets
+        self.ddp_splits: list = []
+        self.backend = ddp_split_backend(backend, self.ddp_splits)
         self.fullgraph = fullgraph
         self.dynamic = dynamic  # None (automatic) | True | False: see capture/dynamic.py
         # (code, offset) -> {input source: (sizes seen, dims made dynamic)}
@@ -129,6 +133,7 @@ class CaptureContext:
         self.lock = threading.RLock()
 
     def reset(self):
+        self.ddp_splits.clear()
         self.caches.clear()
         self.records.clear()
         self.breaks.clear()

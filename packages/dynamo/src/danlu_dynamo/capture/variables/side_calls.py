@@ -5,6 +5,8 @@
   runs the body once per argument tuple anyway, so running it while tracing (the first call)
   and folding its result (a constant) keeps what the user sees; only ``cache_clear()`` between
   calls would make eager code run the body again.
+* ``typing``'s cached subscripts (``Optional[X]``, ``Tuple[int, ...]``) are pure: folded too,
+  whatever their cache size.
 * ``logging.Logger.debug/info/warning/error/critical/log`` (and the ``logging.*`` functions on
   the root logger) with constant arguments are recorded and replayed after the graph on every
   run, attributed to the traced call's file, line and function; the logger's level is checked
@@ -108,7 +110,9 @@ class LruCacheVar(Var):
 
     def call(self, tx, args, kwargs):
         name = getattr(self.fn, "__qualname__", repr(self.fn))
-        if self.fn.cache_parameters().get("maxsize") is not None:
+        # typing's subscripts (Optional[X], Tuple[...]) are pure: the cache only saves work
+        pure = getattr(self.fn, "__module__", None) == "typing"
+        if self.fn.cache_parameters().get("maxsize") is not None and not pure:
             raise Unsupported(f"lru_cache function {name} with a bounded cache")
         vals = [_real_arg(tx, a) for a in args]
         kvals = {k: _real_arg(tx, v) for k, v in kwargs.items()}
@@ -120,6 +124,8 @@ class LruCacheVar(Var):
             result = self.fn(*vals, **kvals)
         except Exception as e:
             raise Unsupported(f"{type(e).__name__} from lru_cache function {name}") from e
+        if pure:
+            return ConstVar(result)  # a typing object: immutable, the same one every call
         if not is_const_value(result):
             # Already cached: the eager run after the break gets the same object, no new effect.
             raise Unsupported(f"lru_cache function {name} returned a {type(result).__name__}")
