@@ -165,6 +165,38 @@ def _fsdp2(m):
     return m
 
 
+def collectives():
+    """Collectives called inside a compiled function run eagerly at a graph break."""
+    import danlu
+
+    def all_reduce(x):
+        t = x * 2
+        dist.all_reduce(t)
+        return t + 1
+
+    def all_gather(x):
+        out = torch.empty(dist.get_world_size() * x.shape[0], *x.shape[1:])
+        dist.all_gather_into_tensor(out, x * 3)
+        return out.sum(0)
+
+    ok = True
+    for fn in (all_reduce, all_gather):
+        for _ in range(2):
+            x = torch.randn(2, 3, generator=torch.Generator().manual_seed(dist.get_rank()))
+            ok &= _close(danlu.compile(fn)(x.clone()), fn(x.clone()))
+    stats = danlu.CompileStats.current()
+    return {
+        "losses_ok": ok,
+        "grads_ok": ok,
+        "params_ok": ok,
+        "graphs": len(stats.graphs),
+        "breaks": stats.graph_breaks,
+        "ddp_pieces": [],
+        "ddp_not_split": [],
+        "kernels": sum(k.kernels for k in stats.kernel_graphs),
+    }
+
+
 CASES = {
     "ddp_transformer": lambda: train_pair("transformer", _ddp(0.02)),
     "ddp_convnet": lambda: train_pair("convnet", _ddp(0.005)),
@@ -173,6 +205,7 @@ CASES = {
     "ddp_no_sync_accumulation": lambda: train_pair("transformer", _ddp(0.02), accumulate=2),
     "fsdp2_transformer": lambda: train_pair("transformer", _fsdp2),
     "fsdp2_convnet": lambda: train_pair("convnet", _fsdp2),
+    "collectives_in_compiled_code": collectives,
 }
 
 

@@ -102,3 +102,7 @@ def test_torch_has_the_hook_ddp_splitting_relies_on():
 
     assert hasattr(DistributedDataParallel, "_get_active_ddp_module")
     assert torch.nn.parallel.DistributedDataParallel._get_active_ddp_module() is None
+
+
+def test_collectives_inside_compiled_code_break_the_graph(results):
+    assert _ok(results, "collectives_in_compiled_code")["breaks"] >= 2
