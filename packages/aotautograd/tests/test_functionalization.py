@@ -203,3 +203,39 @@ def test_inplace_op_whose_overload_name_differs_from_its_twin():
 def test_vector_norm_backward_traces():
     # the backward of a p-norm raises |x| to p - 2 in place
     check(lambda x: torch.linalg.vector_norm(x, 3, dim=0), [torch.randn(6, 5, requires_grad=True)])
+
+
+@pytest.mark.parametrize("decompositions", ["canonical", None])
+def test_scatters_written_by_functionalization_take_the_decomposition_table(decompositions):
+    """Writes through views become scatters (and fill_ becomes fill): the tracer writes those
+    ops itself, and they go through the decomposition table as traced ops do (a compiler saw
+    slice_scatter/fill as library calls before: shifted-window attention's mask)."""
+
+    def f(x):
+        mask = x.new_zeros(6, 7)
+        count = 0
+        for h in ((0, -3), (-3, -1), (-1, None)):
+            for w in ((0, -2), (-2, None)):
+                mask[h[0] : h[1], w[0] : w[1]] = count
+                count += 1
+        y = x * 2
+        y[1] = 5.0  # select_scatter
+        y[:, 2:5].mul_(3)  # slice_scatter of a computed value
+        return y + mask
+
+    compiled, _, _ = check(
+        f, [torch.randn(6, 7, requires_grad=True)], decompositions=decompositions
+    )
+    _functional(compiled)
+    targets = {
+        n.target
+        for c in compiled.compiled
+        for gm in [c.forward_graph] + ([c.partition.backward] if c.partition else [])
+        for n in gm.graph.nodes
+    }
+    aten = torch.ops.aten
+    scatters = {aten.slice_scatter.default, aten.select_scatter.default, aten.fill.Tensor}
+    if decompositions == "canonical":
+        assert not targets & scatters, targets & scatters
+    else:
+        assert targets & scatters  # without a table the scatters stay (a table is opt-in)

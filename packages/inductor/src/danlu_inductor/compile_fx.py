@@ -17,6 +17,7 @@ from danlu_inductor.graph import GraphLowering
 from danlu_inductor.ir.symbols import size_hints
 from danlu_inductor.lowering import NotLowered
 from danlu_inductor.options import validate_options
+from danlu_inductor.passes.constant_folding import fold_constants
 from danlu_inductor.passes.cpu_scalars import move_cpu_scalars
 from danlu_inductor.scheduler import Scheduler
 
@@ -78,6 +79,7 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs, options=None):
     """
     opts = validate_options(options)
     move_cpu_scalars(gm, example_inputs)  # 0-dim CPU values of a CUDA graph, on its device
+    fold_constants(gm)  # values that depend on no input: computed once, here
     backend, where = choose_backend(gm, example_inputs)
     if backend == "eager":
         log.warning("danlu_inductor: running the graph eagerly: %s", where)
@@ -140,6 +142,8 @@ def compile_fx_batch(items):
     """Compile several graphs with one C++ compiler run (the compiler's start-up dominates
     small graphs). Returns one callable per ``(gm, example_inputs)``."""
     prepared = []
+    for gm, _ in items:
+        fold_constants(gm)
     for i, (gm, example_inputs) in enumerate(items):
         prefix = f"g{i}_" if len(items) > 1 else ""
         prepared.append(_prepare(gm, example_inputs, prefix))

@@ -320,6 +320,20 @@ class Tracer:
         t.node = node
         return t
 
+    def emit_functional(self, op, args: tuple) -> fx.Node:
+        """``op(*args)`` (nodes or constants) for an op this tracer writes itself
+        (functionalization's scatters and functional twins): through the decomposition table
+        when it has ``op``, as ops that reach ``dispatch`` do, else as one node. A compiler
+        then sees ``slice_scatter`` as the ``where`` it decomposes to, not as a library call."""
+        decomp = self.decompositions.get(op)
+        if decomp is not None:
+            shadows = [self._wrap(a) if isinstance(a, fx.Node) else a for a in args]
+            with self.mode:
+                out = decomp(*shadows)
+            if out is not NotImplemented and isinstance(out, ShadowTensor):
+                return self.node_of(out)
+        return self.emit(op, args)
+
     # ---- dispatch -------------------------------------------------------------------------
 
     def dispatch(self, func, args, kwargs):
@@ -410,7 +424,11 @@ class Tracer:
         if kind == "out":
             full = {k: v for k, v in full.items() if k not in written_names}
         op_args, op_kwargs = _call_args(op, full)
-        node = self.emit(op, tree_map(self._as_arg, op_args), tree_map(self._as_arg, op_kwargs))
+        op_args, op_kwargs = tree_map(self._as_arg, op_args), tree_map(self._as_arg, op_kwargs)
+        if kind != "extra" and len(targets) == 1 and not op_kwargs:
+            node = self.emit_functional(op, tuple(op_args))  # fill_ -> fill -> its decomposition
+        else:
+            node = self.emit(op, op_args, op_kwargs)
         items = self._items(node)
         n_ret = len(func._schema.returns)
         if kind == "extra":
@@ -476,7 +494,7 @@ class Tracer:
             for step, base in reversed(list(zip(t.chain, bases))):
                 kind, op, extra = inverse_step(step, base.meta["val"].elem)
                 if kind == "scatter":
-                    value = self.emit(op, (base, value, *extra))
+                    value = self.emit_functional(op, (base, value, *extra))
                 elif kind == "unary":
                     value = self.emit(op, (value, *extra))
             root.node = value
