@@ -31,6 +31,23 @@ def mark_static(t, dim=None) -> None:
     danlu_dynamo.mark_static(t, dim)
 
 
+def save_cache_artifacts(path: str | None = None) -> bytes:
+    """The graph-cache entries this process used, as one bundle (bytes; also written to
+    `path`): `load_cache_artifacts` installs them on another machine (see `danlu.cache`)."""
+    from .cache import save_cache_artifacts as save
+
+    return save(path)
+
+
+def load_cache_artifacts(data) -> list:
+    """Install a bundle from `save_cache_artifacts` (bytes or a path) into the graph cache;
+    returns the keys installed. Load bundles only from a source you trust: they hold the code
+    danlu compiled the graphs to."""
+    from .cache import load_cache_artifacts as load
+
+    return load(data)
+
+
 def reset() -> None:
     """Forget every compiled function: caches, guards and counters."""
     import danlu_dynamo
@@ -49,9 +66,11 @@ __all__ = [
     "config",
     "explain",
     "list_backends",
+    "load_cache_artifacts",
     "lookup_backend",
     "mark_dynamic",
     "mark_static",
     "register_backend",
     "reset",
+    "save_cache_artifacts",
 ]

@@ -88,11 +88,16 @@ def _aot_eager(mode=None, options=None):
 @register_backend("inductor")
 def _inductor(mode=None, options=None):
     from danlu_inductor import decomposition_table
+    from danlu_inductor.artifacts import graph_artifact, load_graph
 
+    from .cache import CachedBackend
     from .inductor_options import resolve
 
     settings = resolve(mode, options)
-    return aot_pipeline(inductor_compiler(settings), decompositions=decomposition_table())
+    cache = CachedBackend("inductor", settings, load_graph, graph_artifact)
+    return aot_pipeline(
+        inductor_compiler(settings), decompositions=decomposition_table(), cache=cache
+    )
 
 
 _FOR_TORCH_COMPILE: dict[str, Backend] = {}
@@ -132,13 +137,51 @@ def own_backend(backend):
     return danlu_backend
 
 
-def aot_pipeline(graph_compiler, decompositions):
+def aot_pipeline(graph_compiler, decompositions, cache=None):
     """capture graph -> danlu-aotautograd (joint trace, partition) -> `graph_compiler` for each
     ATen graph. The time aotautograd spends outside the graph compiler is the "autograd" phase;
-    each ATen graph goes to the debug directory as it reaches the graph compiler."""
+    each ATen graph goes to the debug directory as it reaches the graph compiler. With
+    ``cache`` (a `danlu.cache.CachedBackend`), a graph found in the graph cache is loaded
+    instead, and one compiled here is stored."""
     from danlu_aotautograd import aot_backend
 
     def backend(gm, example_inputs):
+        from .cache import graph_store
+        from .config import config
+
+        # a debug directory asks for every artefact of the compile: compile for real
+        use = cache is not None and not config.debug_dir
+        store = graph_store() if use else None
+        key_info = cache.key(gm, example_inputs) if store is not None else None
+        if key_info is None:
+            return compile_graph(gm, example_inputs)
+        active = active_graph()
+        record = active[0] if active is not None else None
+        compiled_once: list = []
+
+        def slow_path(*args):  # a call the loaded program does not serve: compile for real
+            if not compiled_once:
+                compiled_once.append(compile_graph(gm, example_inputs))
+            return compiled_once[0](*args)
+
+        runner, program = cache.load(store, key_info, gm, example_inputs, slow_path)
+        if runner is not None:
+            stats = CompileStats.current()
+            for graph in (program.forward, program.backward):
+                if graph is not None:
+                    kernels = stats.record_kernels(graph)
+                    if record is not None:
+                        record.kernels = (record.kernels or 0) + kernels.kernels
+            if record is not None:
+                record.cache = "hit"
+            return runner
+        compiled = compile_graph(gm, example_inputs)
+        cache.save(store, key_info, compiled)
+        if record is not None:
+            record.cache = "miss"
+        return compiled
+
+    def compile_graph(gm, example_inputs):
         active = active_graph()
         record, dump = active if active is not None else (None, None)
         inner = [0.0]

@@ -15,6 +15,16 @@ class Config:
     # capture
     recompile_limit: int = 8
     """Compiled versions kept per function before it runs eagerly (one log line says why)."""
+    # compile caches
+    graph_cache: bool = field(
+        default_factory=lambda: os.environ.get("DANLU_GRAPH_CACHE", "1") != "0"
+    )
+    """Keep each compiled graph on disk (partitioned graphs, kernels, wrapper) and load it when
+    the same graph is captured again, in this process or another (`danlu.cache`)."""
+    cache_dir: str | None = field(default_factory=lambda: os.environ.get("DANLU_CACHE_DIR"))
+    """Root of danlu's caches (default ~/.cache/danlu): `graphs/` here, kernels under `inductor/`."""
+    graph_cache_max_bytes: int = 2 << 30
+    """The graph cache's size bound; the least recently used entries go first."""
     # debugging
     debug_dir: str | None = field(default_factory=lambda: os.environ.get("DANLU_DEBUG_DIR"))
     """Directory that receives every artefact of each compile (graphs, guards, loop IR, kernels)."""

@@ -1,4 +1,5 @@
-"""`DANLU_LOGS=graph_breaks,recompiles,guards,output_code,perf,dynamic,ddp`: turn on topic loggers.
+"""`DANLU_LOGS=graph_breaks,recompiles,guards,output_code,perf,dynamic,ddp,cache`: turn on topic
+loggers.
 
 Each topic maps to the loggers of the packages that report it; enabling a topic sets those
 loggers to DEBUG and attaches one stderr handler to each. danlu itself reports what the graph
@@ -20,6 +21,7 @@ TOPICS: dict[str, tuple[str, ...]] = {
     "fallbacks": ("danlu.fallbacks",),
     "dynamic": ("danlu_primtorch.symbolic",),
     "ddp": ("danlu_dynamo.ddp",),
+    "cache": ("danlu.cache",),
 }
 """Topic -> the loggers that report it. Each logger serves one topic only, so enabling a topic
 sets its loggers to DEBUG (danlu-dynamo writes guards at DEBUG)."""

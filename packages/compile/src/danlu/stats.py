@@ -44,6 +44,7 @@ class GraphRecord:
     ends_with: str | None = None  # the graph break that ended it, if any
     debug_folder: str | None = None
     error: str | None = None  # the backend's error, when the graph runs eagerly instead
+    cache: str | None = None  # the graph cache: "hit" (loaded) or "miss" (compiled, stored)
     _gm: object = field(default=None, repr=False)
 
 
@@ -294,6 +295,8 @@ def _graph_line(g: GraphRecord) -> str:
         extra += f", {g.fallbacks} ATen fallbacks"
     phases = ", ".join(f"{k} {v:.3f}" for k, v in _ordered(g.phases).items())
     where = f" from {g.where}" if g.where else ""
+    if g.cache:
+        extra += f", graph cache {g.cache}"
     if g.error:
         extra += f", ran eagerly: {g.error[:160]}"
     return (

@@ -37,6 +37,8 @@ class CompiledGraph:
         self.report = report
         self.artifacts: list = []  # Triton: one TritonKernelArtifact per kernel
         self.launchers: dict = {}  # Triton: kernel name -> TritonLauncher
+        self.consts: dict = {}  # what the wrapper's make_call got
+        self.build: dict | None = None  # the kernels' sources, for artifacts.py
 
     def __call__(self, *args):
         flat = self._call(list(args))
@@ -187,6 +189,13 @@ def compile_fx_batch(items):
         compiled = CompiledGraph(
             call, graph.out_spec, wrapper.source, own_source, graph, scheduler, report
         )
+        compiled.consts = wrapper.consts
+        compiled.build = {  # what rebuilds it from the kernels' sources (artifacts.py)
+            "names": list(wrapper.kernel_names),
+            "sources": list(wrapper.kernel_sources),
+            "nargs": {k: wrapper.kernel_nargs[k] for k in wrapper.kernel_names},
+            "nsizes": {k: wrapper.kernel_nsizes[k] for k in wrapper.kernel_names},
+        }
         _maybe_dump(compiled, gm)
         out.append(compiled)
     del kernel_source

@@ -169,6 +169,12 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
     compiled.launchers = fns
     compiled.consts = consts  # what make_call got (constants on the device)
     compiled.err_flag = call.err_flag if wrapper.uses_err else None
+    compiled.build = {  # what rebuilds it from the kernels' sources (artifacts.py)
+        "names": list(wrapper.kernel_names),
+        "sources": list(wrapper.kernel_sources),
+        "device": str(device),
+        "check_err": bool(defer and wrapper.uses_err),
+    }
     return compiled
 
 
@@ -223,6 +229,8 @@ class FirstCallGuard:
         try:
             out = self.call(args)
         except KernelLaunchError as e:
+            if self.gm is None:  # loaded from an artifact: the caller falls back
+                raise
             log.warning("danlu_inductor: %s; running the graph eagerly from now on", e)
             self.report["fallback_reason"] = str(e)
             self.eager = True

@@ -1,0 +1,138 @@
+"""A compiled graph as plain data, and back: what a whole-graph cache stores.
+
+``graph_artifact(compiled)`` describes a ``CompiledGraph`` by its wrapper source, its kernels'
+sources (C++ functions or Triton kernels), its constants and its output structure; tensors
+(graph constants) are returned apart, for the caller to store as raw bytes.
+``load_graph(meta, tensors)`` rebuilds an equivalent ``CompiledGraph``: the C++ library and the
+Triton module come from their sources through the kernel caches (a warm cache loads, a cold
+one compiles), so nothing is unpickled and no traced graph is needed.
+
+Not describable (``NotCacheable`` says why): a graph that runs eagerly (``EagerGraph``), one
+wrapped for CUDA graphs, one whose constants hold something other than tensors, numbers,
+dtypes, devices, strings and ATen operators.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils import _pytree as pytree
+
+FORMAT = 1
+
+
+class NotCacheable(Exception):
+    """The compiled object cannot be described as plain data (the message says why)."""
+
+
+def _encode_const(value, tensors: dict, name: str):
+    if isinstance(value, torch.Tensor):
+        tensors[name] = value
+        return {"tensor": name}
+    if isinstance(value, torch._ops.OpOverload):
+        return {"op": value._schema.name, "overload": value._overloadname}
+    if isinstance(value, torch.dtype):
+        return {"dtype": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.device):
+        return {"device": str(value)}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return {"value": value}
+    if isinstance(value, (list, tuple)):
+        items = [_encode_const(v, tensors, f"{name}.{i}") for i, v in enumerate(value)]
+        return {"list" if isinstance(value, list) else "tuple": items}
+    raise NotCacheable(f"constant {name} is a {type(value).__name__}")
+
+
+def _decode_const(spec: dict, tensors: dict):
+    if "tensor" in spec:
+        return tensors[spec["tensor"]]
+    if "op" in spec:
+        ns, _, op = spec["op"].partition("::")
+        packet = getattr(getattr(torch.ops, ns), op)
+        return getattr(packet, spec["overload"] or "default")
+    if "dtype" in spec:
+        dtype = getattr(torch, spec["dtype"], None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"unknown dtype {spec['dtype']!r}")
+        return dtype
+    if "device" in spec:
+        return torch.device(spec["device"])
+    if "list" in spec:
+        return [_decode_const(s, tensors) for s in spec["list"]]
+    if "tuple" in spec:
+        return tuple(_decode_const(s, tensors) for s in spec["tuple"])
+    if "value" in spec:
+        return spec["value"]
+    raise ValueError(f"unknown constant description {sorted(spec)}")
+
+
+def graph_artifact(compiled) -> tuple[dict, dict]:
+    """``(meta, tensors)`` for a compiled graph; raises ``NotCacheable``."""
+    from danlu_inductor.compile_fx import CompiledGraph
+
+    if not isinstance(compiled, CompiledGraph):
+        reason = getattr(compiled, "report", {}).get("fallback_reason")
+        raise NotCacheable(reason or f"{type(compiled).__name__} is not a generated graph")
+    build = getattr(compiled, "build", None)
+    if build is None:
+        raise NotCacheable("the graph was built without its sources")
+    if compiled.report.get("fallback_reason"):
+        raise NotCacheable(f"the graph runs eagerly: {compiled.report['fallback_reason']}")
+    try:
+        out_spec = pytree.treespec_dumps(compiled.out_spec)
+    except Exception as e:
+        raise NotCacheable(f"output structure: {type(e).__name__}: {e}") from e
+    tensors: dict = {}
+    consts = {k: _encode_const(v, tensors, k) for k, v in compiled.consts.items()}
+    report = {
+        k: v
+        for k, v in compiled.report.items()
+        if isinstance(v, (bool, int, float, str, type(None)))
+        or (isinstance(v, dict) and all(isinstance(x, (int, str)) for x in v.values()))
+    }
+    meta = {
+        "format": FORMAT,
+        "backend": compiled.report.get("backend"),
+        "wrapper": compiled.wrapper_source,
+        "build": build,
+        "consts": consts,
+        "out_spec": out_spec,
+        "report": report,
+    }
+    return meta, tensors
+
+
+def load_graph(meta: dict, tensors: dict):
+    """The ``CompiledGraph`` ``meta`` describes (see ``graph_artifact``)."""
+    from danlu_inductor.compile_fx import CompiledGraph
+
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"compiled-graph format {meta.get('format')!r}, expected {FORMAT}")
+    backend = meta["backend"]
+    build = meta["build"]
+    consts = {k: _decode_const(v, tensors) for k, v in meta["consts"].items()}
+    namespace: dict = {}
+    exec(compile(meta["wrapper"], "<danlu_inductor wrapper (cached)>", "exec"), namespace)
+    if backend == "cpp":
+        from danlu_inductor.codegen.cpp.backend import CppBackend
+
+        fns, _, source = CppBackend().build(
+            build["names"], build["sources"], build["nargs"], build["nsizes"]
+        )
+        call = namespace["make_call"](fns, consts)
+    elif backend == "triton":
+        from danlu_inductor.codegen.triton.backend import TritonBackend
+        from danlu_inductor.codegen.triton.compile import FirstCallGuard
+
+        device = torch.device(build["device"])
+        fns, _, source = TritonBackend().build(build["names"], build["sources"])
+        consts = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in consts.items()}
+        inner = namespace["make_call"](fns, consts, device)
+        call = FirstCallGuard(inner, None, dict(meta["report"]), check_err=build["check_err"])
+    else:
+        raise ValueError(f"unknown graph backend {backend!r}")
+    report = dict(meta["report"], cached=True)
+    out_spec = pytree.treespec_loads(meta["out_spec"])
+    compiled = CompiledGraph(call, out_spec, meta["wrapper"], source, None, None, report)
+    compiled.consts = consts
+    compiled.build = build
+    return compiled
