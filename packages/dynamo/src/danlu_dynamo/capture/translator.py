@@ -505,7 +505,12 @@ class Translator(BuildingOpcodes):
         op = INPLACE.get(sym) or BINARY.get(sym)
         if op is None:
             raise Unsupported(f"binary op {sym}")
-        if op in INPLACE.values() and isinstance(a, ListVar) and sym == "+=":
+        if (
+            op in INPLACE.values()
+            and isinstance(a, ListVar)
+            and sym == "+="
+            and not isinstance(b, ObjectVar)
+        ):
             self.push(a.call_method(self, "__iadd__", [b], {}))
             return
         self.push(binary_op(self, op, a, b))
@@ -735,6 +740,10 @@ def binary_op_unary(tx, op, v):
             return r
     if v.is_const():
         return ConstVar(op(v.const()))
+    if isinstance(v, ObjectVar):
+        from .variables.user_operators import user_unary
+
+        return user_unary(tx, op, v)
     raise Unsupported(f"{op.__name__} of {v}")
 
 

@@ -95,12 +95,9 @@ class ObjectVar(Var):
         return Source(f"type({self.source.expr})") if self.source is not None else None
 
     def truth(self, tx):
-        if (
-            _class_attr(self.cls, "__bool__") is _MISSING
-            and _class_attr(self.cls, "__len__") is _MISSING
-        ):
-            return True
-        raise Unsupported(f"truth value of {self.cls.__name__}")
+        from .user_operators import user_truth
+
+        return user_truth(tx, self)
 
     def getattr(self, tx, name):
         if self.value is None and not _implicit_special(name):
