@@ -40,6 +40,7 @@ class SideEffects:
         self.globals: dict[str, Var] = {}
         self.new_objects: list[Var] = []
         self.calls: list = []  # functions () -> None replayed after the graph (logging)
+        self.class_attrs: dict = {}  # (class, name) -> Var written in the trace
 
     def replay_call(self, fn):
         self.calls.append(fn)
@@ -55,7 +56,7 @@ class SideEffects:
 
     def __len__(self):
         n = sum(1 for v in self.mutated.values() if _needs_replay(v))
-        return n + len(self.globals) + len(self.calls)
+        return n + len(self.globals) + len(self.calls) + len(self.class_attrs)
 
 
 def _needs_replay(v) -> bool:
@@ -537,6 +538,9 @@ class Rebuilder:
                 )
             else:
                 raise Unsupported(f"cannot replay a mutation of {var}")
+        from .variables.class_state import class_attr_replays
+
+        out.extend(class_attr_replays(self, se))
         for cell_fn, val in self.trace_cells:
             out.append((_pair(cell_fn, val), lambda p: setattr(p[0], "cell_contents", p[1])))
         for name, var in se.globals.items():

@@ -492,8 +492,10 @@ def _callable(tx, x):
 def _type(tx, x, *rest):
     if rest:
         raise Unsupported("type() with 3 arguments")
-    from .objects import ClassVar
+    from .objects import ClassVar, ObjectVar
 
+    if isinstance(x, ObjectVar):
+        return tx.output.wrap(x.cls, x.cls_source())  # guarded class attributes
     return ClassVar(python_type_of(x))
 
 

@@ -14,6 +14,7 @@ from ..exc import Unsupported
 from ..module_hooks import hookless, no_global_hooks
 from ..source import Source
 from .base import ConstVar, Var
+from .class_state import class_source, pending_class_attr, set_class_attr
 from .containers import DictVar, TupleVar
 from .functions import BoundMethodVar, UserFunctionVar
 
@@ -92,7 +93,9 @@ class ObjectVar(Var):
         return self.cls
 
     def cls_source(self):
-        return Source(f"type({self.source.expr})") if self.source is not None else None
+        if self.source is not None:
+            return Source(f"type({self.source.expr})")
+        return class_source(self.cls)
 
     def truth(self, tx):
         from .user_operators import user_truth
@@ -140,6 +143,9 @@ class ObjectVar(Var):
             d = getattr(self.value, "__dict__", None)
             if d is not None and name in d:
                 return tx.output.wrap(d[name], self.source.attr(name) if self.source else None)
+        written = pending_class_attr(tx, self.cls, name)
+        if written is not None:
+            return written
         if attr is not _MISSING:
             return _bind_class_attr(tx, self, self.cls, name, attr, self.cls_source())
         return self.getattr_fallback(tx, name)
@@ -293,6 +299,9 @@ class ModuleVar(ObjectVar):
             s = d.get(store)
             if s is not None and name in s:
                 return tx.output.wrap(s[name], src)
+        written = pending_class_attr(tx, self.cls, name)
+        if written is not None:
+            return written
         if attr is not _MISSING:
             if name in ("__call__", "_call_impl", "_wrapped_call_impl"):
                 return ModuleCallVar(self)
@@ -559,6 +568,9 @@ class ClassVar(Var):
     def getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__"):
             return ConstVar(getattr(self.cls, name))
+        written = pending_class_attr(tx, self.cls, name)
+        if written is not None:
+            return written
         attr = _class_attr(self.cls, name)
         if attr is _MISSING:
             raise Unsupported(f"class attribute {self.cls.__name__}.{name}")
@@ -571,9 +583,11 @@ class ClassVar(Var):
             return BoundMethodVar(tx.output.wrap(attr.__func__, None), self)
         if isinstance(attr, staticmethod):
             return tx.output.wrap(attr.__func__, None)
-        return tx.output.wrap(
-            getattr(self.cls, name), self.source.attr(name) if self.source else None
-        )
+        src = self.source or class_source(self.cls)
+        return tx.output.wrap(getattr(self.cls, name), src.attr(name) if src else None)
+
+    def setattr(self, tx, name, value):
+        set_class_attr(tx, self.cls, name, value)
 
     def call(self, tx, args, kwargs):
         cls = self.cls
