@@ -33,6 +33,8 @@ from .variables.functions import (
     NestedFunctionVar,
     bind_args,
 )
+from .variables.generator_ctx import GeneratorCtxVar
+
 from .variables.numpy_arrays import NDArrayVar, array_unary
 from .variables.objects import (
     AutocastVar,
@@ -128,6 +130,7 @@ class Translator(BuildingOpcodes):
         self.depth = 0 if parent is None else parent.depth + 1
         self.current = None
         self.yielded: list[Var] | None = None
+        self.suspend = False  # a generator frame stopping at each yield (contextmanager)
         self.break_offsets: set[int] = set()
         self.count = 0
 
@@ -197,7 +200,20 @@ class Translator(BuildingOpcodes):
                 raise
 
     # ------------------------------------------------------------------ calls
-    def inline_call(self, code, f_globals, closure_cells, args, kwargs, defaults, kwdefaults, name):
+    def inline_call(
+        self,
+        code,
+        f_globals,
+        closure_cells,
+        args,
+        kwargs,
+        defaults,
+        kwdefaults,
+        name,
+        suspend=False,
+    ):
+        """Run ``code`` inlined; ``suspend``: a generator's frame is returned un-run, to be
+        run up to each ``yield`` (``generator_ctx.Suspended``)."""
         if self.depth >= MAX_INLINE_DEPTH:
             raise Unsupported("inlining too deep (recursion?)")
         if code.co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR):
@@ -209,6 +225,12 @@ class Translator(BuildingOpcodes):
         child = Translator(
             self.root, code, f_globals, bound, cells, self.output, parent=self, name=name
         )
+        if suspend:
+            if not code.co_flags & CO_GENERATOR:
+                raise Unsupported(f"{name} is not a generator function")
+            child.yielded = []
+            child.suspend = True
+            return child
         if code.co_flags & CO_GENERATOR:
             child.yielded = []
             child.run()
@@ -302,8 +324,13 @@ class Translator(BuildingOpcodes):
     def YIELD_VALUE(self, inst):
         if self.yielded is None:
             raise Unsupported("yield in the frame")
-        self.yielded.append(self.pop())
-        self.push(ConstVar(None))
+        v = self.pop()
+        self.push(ConstVar(None))  # the value sent in
+        if self.suspend:
+            from .variables.generator_ctx import Suspended
+
+            raise Suspended(v)
+        self.yielded.append(v)
 
     def POP_TOP(self, inst):
         self.pop()
@@ -692,7 +719,7 @@ class Translator(BuildingOpcodes):
     # ------------------------------------------------------------------ with blocks
     def BEFORE_WITH(self, inst):
         ctx = self.pop()
-        if isinstance(ctx, (GradModeVar, AutocastVar)):
+        if isinstance(ctx, (GradModeVar, AutocastVar, GeneratorCtxVar)):
             self.push(_CtxMethod(ctx, "exit"))
             self.push(ctx.enter(self))
             return

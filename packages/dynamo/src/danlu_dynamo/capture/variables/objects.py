@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import collections.abc
+import contextlib
 import dataclasses
 import inspect
 import types
@@ -591,6 +592,10 @@ class ClassVar(Var):
 
     def call(self, tx, args, kwargs):
         cls = self.cls
+        if cls is contextlib._GeneratorContextManager:
+            from .generator_ctx import GeneratorCtxVar
+
+            return GeneratorCtxVar.make(tx, args, kwargs)
         if issubclass(cls, torch.nn.Module):
             from .nn_construct import construct_module
 
