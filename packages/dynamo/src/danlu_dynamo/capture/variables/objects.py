@@ -325,10 +325,17 @@ class ModuleVar(ObjectVar):
             return tx.output.wrap(
                 mod.__dict__["forward"], self.source.attr("forward") if self.source else None
             ).call(tx, args, kwargs)
+        pre = [self]
+        if isinstance(fwd, staticmethod):
+            fwd, pre = fwd.__func__, []
+        elif isinstance(fwd, classmethod):
+            fwd, pre = fwd.__func__, [ClassVar(self.cls, self.cls_source())]
         if not isinstance(fwd, types.FunctionType):
             raise Unsupported(f"{self.cls.__name__}.forward is not a Python function")
         fsrc = Source(f"type({self.source.expr}).forward") if self.source is not None else None
-        return UserFunctionVar(fwd, fsrc).call(tx, [self, *args], kwargs)
+        if not pre:
+            fsrc = None
+        return UserFunctionVar(fwd, fsrc).call(tx, [*pre, *args], kwargs)
 
     def _guard_members(self, tx):
         """What a container holds decides the trace (loops over it, its length, its keys):
