@@ -74,6 +74,13 @@ def wrap_special(out, value, source):
         if source is not None:
             out.guards.id_match(source.expr, value)
         return RootLoggingCallVar(hit[1], value, source)
+    from .hop_calls import wrap_control_flow
+
+    flow = wrap_control_flow(value, source)
+    if flow is not None:
+        if source is not None:
+            out.guards.id_match(source.expr, value)
+        return flow
     if isinstance(value, torch.autocast):
         from .contexts import autocast_from_object
 
