@@ -105,6 +105,15 @@ class OutputGraph:
         hit = self._by_id.get(key)
         if hit is not None and hit[0] is value:
             var = hit[1]
+            if source is not None and var.source is None and isinstance(var, ObjectVar):
+                # first met without a path (library code iterating modules), now with one:
+                # the object keeps it, so what is read from it (parameters) has a source
+                if isinstance(var, ModuleVar):
+                    self.guards.id_match(source.expr, value)
+                else:
+                    self.guards.type_match(source.expr, value)
+                var.source = source
+                return var
             if source is not None and var.source is not None and source != var.source:
                 if isinstance(value, (torch.Tensor, torch.nn.Module)) or not isinstance(
                     var, ConstVar

@@ -429,16 +429,12 @@ class ModuleVar(ObjectVar):
             if args or kwargs:
                 raise Unsupported(f"Module.{name} with arguments")
             items = []
-            for entry in getattr(mod, name)():
-                if isinstance(entry, tuple):
-                    k, v = entry
-                    items.append(TupleVar([ConstVar(k), tx.output.wrap(v, self._path_source(k))]))
-                else:
-                    items.append(
-                        tx.output.wrap(entry, None)
-                        if not isinstance(entry, torch.Tensor)
-                        else self._wrap_by_identity(tx, entry)
-                    )
+            named = name if name.startswith("named_") else f"named_{name}"
+            for k, v in getattr(mod, named)():
+                # every member keeps its attribute path: a submodule met here first and
+                # read as an attribute later is the same Var, whose tensors are graph inputs
+                var = tx.output.wrap(v, self._path_source(k))
+                items.append(TupleVar([ConstVar(k), var]) if named == name else var)
             return TupleVar(items)
         return self.getattr(tx, name).call(tx, args, kwargs)
 
@@ -449,15 +445,6 @@ class ModuleVar(ObjectVar):
         for part in dotted.split(".") if dotted else []:
             src = src.attr(part)
         return src
-
-    def _wrap_by_identity(self, tx, t):
-        for k, v in self.value.named_parameters():
-            if v is t:
-                return tx.output.wrap(t, self._path_source(k))
-        for k, v in self.value.named_buffers():
-            if v is t:
-                return tx.output.wrap(t, self._path_source(k))
-        raise Unsupported("tensor without a path")
 
     def setattr(self, tx, name, value):
         mod = self.value
