@@ -262,7 +262,7 @@ class ObjectVar(Var):
         attrs = {k: cg.rebuild(v) for k, v in self.pending.items()}
 
         def make(ctx):
-            o = cls.__new__(cls)
+            o = object.__new__(cls)  # not a custom __new__: the attributes are set below
             for k, v in attrs.items():
                 object.__setattr__(o, k, v(ctx))
             return o
@@ -566,6 +566,11 @@ class ClassVar(Var):
         written = pending_class_attr(tx, self.cls, name)
         if written is not None:
             return written
+        if name == "__new__" and _class_attr(self.cls, name) is object.__new__:
+            from .construction import ObjectNewVar
+
+            return ObjectNewVar()
+        _check_metaclass_lookup(self.cls, name)
         attr = _class_attr(self.cls, name)
         if attr is _MISSING:
             raise Unsupported(f"class attribute {self.cls.__name__}.{name}")
@@ -611,19 +616,9 @@ class ClassVar(Var):
                 None,
             )
             return TupleVar([bound[f] for f in cls._fields], py_type=cls)
-        if type(cls) not in (type, abc.ABCMeta) or cls.__new__ is not object.__new__:
-            raise Unsupported(f"constructing {cls.__name__} (custom __new__ or metaclass)")
-        obj = ObjectVar(cls)
-        tx.output.side_effects.new_object(obj)
-        init = _class_attr(cls, "__init__")
-        if init is object.__init__:
-            if args or kwargs:
-                raise Unsupported("object() takes no arguments")
-            return obj
-        if not isinstance(init, types.FunctionType):
-            raise Unsupported(f"{cls.__name__}.__init__ is not a Python function")
-        UserFunctionVar(init).call(tx, [obj, *args], kwargs)
-        return obj
+        from .construction import construct_object
+
+        return construct_object(tx, self, args, kwargs)
 
     def reconstruct(self, cg):
         c = self.cls
@@ -631,6 +626,21 @@ class ClassVar(Var):
 
     def __repr__(self):
         return f"Class({self.cls.__name__})"
+
+
+def _check_metaclass_lookup(cls, name):
+    """``Cls.name`` through a metaclass that changes attribute lookup: not followed."""
+    meta = type(cls)
+    if meta in (type, abc.ABCMeta):
+        return
+    if meta.__getattribute__ is not type.__getattribute__:
+        raise Unsupported(f"{cls.__name__}.{name} through metaclass {meta.__name__}")
+    for k in meta.__mro__:
+        if k is type or k is object:
+            break
+        if name in k.__dict__ and hasattr(type(k.__dict__[name]), "__set__"):
+            # a data descriptor of the metaclass wins over the class's own attribute
+            raise Unsupported(f"{cls.__name__}.{name} defined by metaclass {meta.__name__}")
 
 
 def _model_output(tx, cls, args, kwargs):
@@ -722,99 +732,8 @@ class CellVar(Var):
         self.loaded = True
 
 
-class SuperVar(Var):
-    def __init__(self, cls, obj: Var):
-        self.cls = cls
-        self.obj = obj
-
-    def getattr(self, tx, name):
-        obj_type = self.obj.cls if isinstance(self.obj, ObjectVar) else self.obj.python_type()
-        mro = obj_type.__mro__
-        try:
-            start = mro.index(self.cls) + 1
-        except ValueError as e:
-            raise Unsupported("super(): class not in MRO") from e
-        for klass in mro[start:]:
-            if name in klass.__dict__:
-                attr = klass.__dict__[name]
-                if isinstance(attr, types.FunctionType):
-                    return BoundMethodVar(UserFunctionVar(attr), self.obj)
-                if isinstance(attr, property):
-                    return UserFunctionVar(attr.fget).call(tx, [self.obj], {})
-                if attr is object.__init__:
-                    return _NoOp()
-                plain = next((m for k, m in _PLAIN_OBJECT_METHODS if k is attr), None)
-                if plain is not None and isinstance(self.obj, ObjectVar) and self.obj.value is None:
-                    return _PlainAttrVar(self.obj, plain)
-                if (
-                    isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType))
-                    and getattr(self.obj, "value", None) is not None
-                ):
-                    return RealCMethodVar(self.obj, attr, name)
-                raise Unsupported(f"super().{name} is {type(attr).__name__}")
-        raise Unsupported(f"super() has no attribute {name}")
-
-
-_PLAIN_OBJECT_METHODS = (
-    (object.__getattribute__, "generic_getattr"),
-    (object.__setattr__, "generic_setattr"),
-    (object.__delattr__, "generic_delattr"),
-)
-
-
-class _PlainAttrVar(Var):
-    """``super().__getattribute__`` & co. reaching ``object``'s, on an object made in the trace."""
-
-    def __init__(self, obj, method):
-        self.obj = obj
-        self.method = method
-
-    def call(self, tx, args, kwargs):
-        if kwargs or not args or not args[0].is_const() or not isinstance(args[0].const(), str):
-            raise Unsupported(f"object.{self.method} with these arguments")
-        r = getattr(self.obj, self.method)(tx, args[0].const(), *args[1:])
-        return ConstVar(None) if r is None else r
-
-
-class _PlainAttrFn(Var):
-    """``object.__setattr__`` & co. called explicitly: ``(obj, name, *value)``."""
-
-    def __init__(self, method):
-        self.method = method
-
-    def call(self, tx, args, kwargs):
-        if not args or not isinstance(args[0], ObjectVar) or args[0].value is not None:
-            raise Unsupported(f"object.{self.method} on this value")
-        return _PlainAttrVar(args[0], self.method).call(tx, args[1:], kwargs)
-
-
-def _instance_dict(obj):
-    """``obj.__dict__`` of an object made in the trace: a dict sharing its attribute table."""
-    d = getattr(obj, "_dict_var", None)  # one Var: `o.__dict__ is o.__dict__` holds
-    if d is None:
-        d = obj._dict_var = _InstanceDictVar(obj)
-    return d
-
-
-class _InstanceDictVar(DictVar):
-    """The ``__dict__`` of an object made in the trace: its items are the object's attribute
-    table; rebuilt after the graph as the rebuilt object's own ``__dict__`` (not a copy)."""
-
-    def __init__(self, obj):
-        super().__init__({})
-        self.items = obj.pending
-        self.obj = obj
-
-    def reconstruct(self, cg):
-        o = cg.rebuild(self.obj)
-        return lambda ctx: o(ctx).__dict__
-
-
-class _NoOp(Var):
-    def call(self, tx, args, kwargs):
-        return ConstVar(None)
-
-
+# super(), object's own attribute methods and instance dicts live in super_calls.py;
+# re-exported for existing imports.
 # Context managers live in contexts.py; re-exported for existing imports.
 from .contexts import (  # noqa: E402
     AutocastClassVar,
@@ -823,8 +742,20 @@ from .contexts import (  # noqa: E402
     _CtxMethod,
     grad_mode_clone,
 )
+from .super_calls import (  # noqa: E402
+    _PLAIN_OBJECT_METHODS,
+    SuperVar,
+    _instance_dict,
+    _NoOp,
+    _PlainAttrFn,
+)
 
 __all__ = [
+    "SuperVar",
+    "_NoOp",
+    "_PLAIN_OBJECT_METHODS",
+    "_PlainAttrFn",
+    "_instance_dict",
     "AutocastClassVar",
     "AutocastVar",
     "GradModeVar",
