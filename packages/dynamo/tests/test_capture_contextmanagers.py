@@ -291,3 +291,32 @@ def test_manager_object_made_before_the_with():
 
     opt, c = check(f, lambda g: (_t(g, 3),), state=_state)
     assert not breaks(opt)
+
+
+@contextlib.contextmanager
+def noisy_enter():
+    print("enter")
+    STATE["scale"] = 9.0
+    yield
+    STATE["scale"] = 1.0
+
+
+@contextlib.contextmanager
+def noisy_exit():
+    STATE["scale"] = 8.0
+    try:
+        yield
+    finally:
+        print("exit")
+        STATE["scale"] = 1.0
+
+
+def test_graph_break_inside_the_generator_is_still_right():
+    def f(x):
+        with noisy_enter():
+            y = x * STATE["scale"]
+        with noisy_exit():
+            z = y + STATE["scale"]
+        return z * STATE["scale"], STATE["scale"]
+
+    check(f, lambda g: (_t(g, 3),), state=_state)
