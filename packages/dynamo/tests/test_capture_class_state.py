@@ -226,3 +226,30 @@ def test_metaclass_setattr_runs_eagerly():
 
     opt, _ = check(f, lambda g: (_t(g, 2),), state=_meta_state)
     assert breaks(opt)
+
+
+class Tracker:
+    seen: list = []
+    by_name: dict = {}
+
+    def __init__(self, name, t):
+        self.seen.append(name)
+        self.by_name[name] = len(self.seen)
+        self.t = t
+
+
+def _tracker_state(reset=False):
+    if reset:
+        Tracker.seen.clear()
+        Tracker.by_name.clear()
+        return None
+    return {"seen": list(Tracker.seen), "by_name": dict(Tracker.by_name)}
+
+
+def test_class_level_containers_mutated_through_objects_made_in_the_trace():
+    def f(x):
+        a = Tracker("a", x)
+        b = Tracker("b", x * 2)
+        return a.t + b.t * len(Tracker.seen), Tracker.by_name["b"]
+
+    check(f, lambda g: (_t(g, 3),), state=_tracker_state)

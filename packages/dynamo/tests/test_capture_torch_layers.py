@@ -172,3 +172,34 @@ def test_user_module_around_torch_layers(train):
             for (n, p), q in zip(ref.named_parameters(), m.parameters()):
                 assert torch.allclose(p.grad, q.grad, atol=1e-5), n
     assert len(counter.graphs) == 1 and not opt._capture_ctx.breaks
+
+
+class Scanning(nn.Module):
+    """User code that meets its submodules through ``children()``/``modules()`` first."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(D, D)
+        self.b = nn.Sequential(nn.Linear(D, D), nn.GELU())
+
+    def forward(self, x):
+        n_linear = sum(1 for m in self.modules() if isinstance(m, nn.Linear))
+        first = next(iter(self.children()))
+        w = first.weight  # the same module as self.a: its weight is a graph input
+        return self.b(x @ w.t() + self.a.bias) * n_linear
+
+
+def test_submodules_met_through_iteration_then_read_as_attributes():
+    ref = Scanning()
+    m = copy.deepcopy(ref)
+    counter = Counter()
+    opt = danlu_dynamo.optimize(counter)(m)
+    for seed in (1, 2):
+        x = torch.randn(3, D, generator=torch.Generator().manual_seed(seed))
+        e, c = ref(x), opt(x)
+        assert torch.allclose(e, c, atol=1e-6)
+        e.sum().backward()
+        c.sum().backward()
+    for (n, p), q in zip(ref.named_parameters(), m.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-5), n
+    assert len(counter.graphs) == 1 and not opt._capture_ctx.breaks
