@@ -320,3 +320,43 @@ def test_graph_break_inside_the_generator_is_still_right():
         return z * STATE["scale"], STATE["scale"]
 
     check(f, lambda g: (_t(g, 3),), state=_state)
+
+
+_EXEC_SOURCE = """
+import contextlib
+STATE = {"scale": 1.0, "calls": 0}
+
+@contextlib.contextmanager
+def scaled(k):
+    old = STATE["scale"]
+    STATE["scale"] = old * k
+    try:
+        yield STATE["scale"]
+    finally:
+        STATE["scale"] = old
+
+def bump():
+    STATE["calls"] += 1
+
+def f(x):
+    with scaled(3.0) as s:
+        y = x * STATE["scale"] + s
+    bump()
+    return y, STATE["scale"], STATE["calls"]
+"""
+
+
+def test_module_not_in_sys_modules_keeps_global_writes():
+    """Code exec'd into a namespace (no entry in sys.modules): the manager and a helper read
+    the frame's own globals; their writes to a global dict are replayed."""
+    import danlu_dynamo
+
+    eager_ns, comp_ns = {"__name__": "danlu_exec_e"}, {"__name__": "danlu_exec_c"}
+    exec(compile(_EXEC_SOURCE, "<exec_e>", "exec"), eager_ns)
+    exec(compile(_EXEC_SOURCE, "<exec_c>", "exec"), comp_ns)
+    opt = danlu_dynamo.optimize("eager")(comp_ns["f"])
+    for _ in range(3):
+        x = torch.randn(3)
+        e, c = eager_ns["f"](x), opt(x)
+        assert torch.equal(e[0], c[0]) and e[1:] == c[1:]
+        assert eager_ns["STATE"] == comp_ns["STATE"]

@@ -34,7 +34,6 @@ from .variables.functions import (
     bind_args,
 )
 from .variables.generator_ctx import GeneratorCtxVar
-
 from .variables.numpy_arrays import NDArrayVar, array_unary
 from .variables.objects import (
     AutocastVar,
@@ -389,11 +388,9 @@ class Translator(BuildingOpcodes):
 
     def load_global(self, name):
         g = self.f_globals
-        src = (
-            global_source(name)
-            if self.is_root and g is self.root.f_globals
-            else _foreign_global(self, g, name)
-        )
+        # an inlined function of the frame's own module reads the same dict: G[...] too (its
+        # module need not be in sys.modules)
+        src = global_source(name) if g is self.root.f_globals else _foreign_global(self, g, name)
         if name in self.output.side_effects.globals and g is self.output.f_globals:
             return self.output.side_effects.globals[name]
         if name in g:
