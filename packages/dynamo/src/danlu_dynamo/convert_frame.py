@@ -401,9 +401,14 @@ def _capturable(fn):
         m = fn
         if not (plain(m.__dict__) and no_global_hooks()):
             return None
-        fwd = type(m).forward
+        fwd = inspect.getattr_static(type(m), "forward", None)
+        pre = (m,)
+        if isinstance(fwd, staticmethod):  # called without the module
+            fwd, pre = fwd.__func__, ()
+        elif isinstance(fwd, classmethod):
+            fwd, pre = fwd.__func__, (type(m),)
         if isinstance(fwd, types.FunctionType) and _is_user_code(fwd.__code__):
-            return (fwd, (m,))
+            return (fwd, pre)
     return None
 
 

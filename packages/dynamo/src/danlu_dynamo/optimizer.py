@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 
 import torch
@@ -69,7 +70,9 @@ def _plain_forward(mod):
     """``type(mod).forward`` when calling it is what ``mod(...)`` does: no hooks anywhere and
     no instance-level ``forward``; else None."""
     if plain(mod.__dict__) and no_global_hooks():
-        return type(mod).forward
+        fwd = inspect.getattr_static(type(mod), "forward", None)
+        if isinstance(fwd, types.FunctionType):  # not a staticmethod/classmethod: mod(...)
+            return fwd
     return None
 
 

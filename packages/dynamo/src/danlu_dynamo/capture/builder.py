@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import abc
 import collections
 import dataclasses
 import enum
@@ -225,8 +224,8 @@ def wrap_value(out, value, source):
         return var
     if isinstance(value, (set, frozenset)):
         raise Unsupported("set from outside the frame")
-    if type(type(value)) not in (type, abc.ABCMeta) and not dataclasses.is_dataclass(type(value)):
-        raise Unsupported(f"object with metaclass {type(type(value)).__name__}")
+    # an instance of a class with a metaclass: its attributes are looked up on its class as
+    # for any object (class attribute reads through the metaclass are checked by ClassVar)
     if src is not None:
         g.type_match(src, value)
     return ObjectVar(type(value), value, source)

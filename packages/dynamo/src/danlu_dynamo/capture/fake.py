@@ -37,7 +37,14 @@ def run_fake(mode: FakeTensorMode, fn, args, kwargs):
     """Run ``fn`` on fake example values (args/kwargs already hold fakes)."""
     try:
         with mode:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+        if torch._C._is_any_autocast_enabled():
+            from .autocast_probe import autocast_dtypes, cast_to
+
+            dtypes = autocast_dtypes(fn, args, kwargs, result)
+            if dtypes is not None:
+                result = cast_to(result, dtypes, mode)
+        return result
     except Unsupported:
         raise
     except Exception as e:

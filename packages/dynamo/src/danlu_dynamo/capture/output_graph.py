@@ -40,6 +40,7 @@ class SideEffects:
         self.globals: dict[str, Var] = {}
         self.new_objects: list[Var] = []
         self.calls: list = []  # functions () -> None replayed after the graph (logging)
+        self.class_attrs: dict = {}  # (class, name) -> Var written in the trace
 
     def replay_call(self, fn):
         self.calls.append(fn)
@@ -55,7 +56,7 @@ class SideEffects:
 
     def __len__(self):
         n = sum(1 for v in self.mutated.values() if _needs_replay(v))
-        return n + len(self.globals) + len(self.calls)
+        return n + len(self.globals) + len(self.calls) + len(self.class_attrs)
 
 
 def _needs_replay(v) -> bool:
@@ -104,6 +105,15 @@ class OutputGraph:
         hit = self._by_id.get(key)
         if hit is not None and hit[0] is value:
             var = hit[1]
+            if source is not None and var.source is None and isinstance(var, ObjectVar):
+                # first met without a path (library code iterating modules), now with one:
+                # the object keeps it, so what is read from it (parameters) has a source
+                if isinstance(var, ModuleVar):
+                    self.guards.id_match(source.expr, value)
+                else:
+                    self.guards.type_match(source.expr, value)
+                var.source = source
+                return var
             if source is not None and var.source is not None and source != var.source:
                 if isinstance(value, (torch.Tensor, torch.nn.Module)) or not isinstance(
                     var, ConstVar
@@ -537,6 +547,9 @@ class Rebuilder:
                 )
             else:
                 raise Unsupported(f"cannot replay a mutation of {var}")
+        from .variables.class_state import class_attr_replays
+
+        out.extend(class_attr_replays(self, se))
         for cell_fn, val in self.trace_cells:
             out.append((_pair(cell_fn, val), lambda p: setattr(p[0], "cell_contents", p[1])))
         for name, var in se.globals.items():

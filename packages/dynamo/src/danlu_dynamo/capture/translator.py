@@ -33,6 +33,7 @@ from .variables.functions import (
     NestedFunctionVar,
     bind_args,
 )
+from .variables.generator_ctx import GeneratorCtxVar
 from .variables.numpy_arrays import NDArrayVar, array_unary
 from .variables.objects import (
     AutocastVar,
@@ -128,6 +129,7 @@ class Translator(BuildingOpcodes):
         self.depth = 0 if parent is None else parent.depth + 1
         self.current = None
         self.yielded: list[Var] | None = None
+        self.suspend = False  # a generator frame stopping at each yield (contextmanager)
         self.break_offsets: set[int] = set()
         self.count = 0
 
@@ -197,7 +199,20 @@ class Translator(BuildingOpcodes):
                 raise
 
     # ------------------------------------------------------------------ calls
-    def inline_call(self, code, f_globals, closure_cells, args, kwargs, defaults, kwdefaults, name):
+    def inline_call(
+        self,
+        code,
+        f_globals,
+        closure_cells,
+        args,
+        kwargs,
+        defaults,
+        kwdefaults,
+        name,
+        suspend=False,
+    ):
+        """Run ``code`` inlined; ``suspend``: a generator's frame is returned un-run, to be
+        run up to each ``yield`` (``generator_ctx.Suspended``)."""
         if self.depth >= MAX_INLINE_DEPTH:
             raise Unsupported("inlining too deep (recursion?)")
         if code.co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR):
@@ -209,6 +224,12 @@ class Translator(BuildingOpcodes):
         child = Translator(
             self.root, code, f_globals, bound, cells, self.output, parent=self, name=name
         )
+        if suspend:
+            if not code.co_flags & CO_GENERATOR:
+                raise Unsupported(f"{name} is not a generator function")
+            child.yielded = []
+            child.suspend = True
+            return child
         if code.co_flags & CO_GENERATOR:
             child.yielded = []
             child.run()
@@ -302,8 +323,13 @@ class Translator(BuildingOpcodes):
     def YIELD_VALUE(self, inst):
         if self.yielded is None:
             raise Unsupported("yield in the frame")
-        self.yielded.append(self.pop())
-        self.push(ConstVar(None))
+        v = self.pop()
+        self.push(ConstVar(None))  # the value sent in
+        if self.suspend:
+            from .variables.generator_ctx import Suspended
+
+            raise Suspended(v)
+        self.yielded.append(v)
 
     def POP_TOP(self, inst):
         self.pop()
@@ -362,11 +388,9 @@ class Translator(BuildingOpcodes):
 
     def load_global(self, name):
         g = self.f_globals
-        src = (
-            global_source(name)
-            if self.is_root and g is self.root.f_globals
-            else _foreign_global(self, g, name)
-        )
+        # an inlined function of the frame's own module reads the same dict: G[...] too (its
+        # module need not be in sys.modules)
+        src = global_source(name) if g is self.root.f_globals else _foreign_global(self, g, name)
         if name in self.output.side_effects.globals and g is self.output.f_globals:
             return self.output.side_effects.globals[name]
         if name in g:
@@ -505,7 +529,12 @@ class Translator(BuildingOpcodes):
         op = INPLACE.get(sym) or BINARY.get(sym)
         if op is None:
             raise Unsupported(f"binary op {sym}")
-        if op in INPLACE.values() and isinstance(a, ListVar) and sym == "+=":
+        if (
+            op in INPLACE.values()
+            and isinstance(a, ListVar)
+            and sym == "+="
+            and not isinstance(b, ObjectVar)
+        ):
             self.push(a.call_method(self, "__iadd__", [b], {}))
             return
         self.push(binary_op(self, op, a, b))
@@ -687,7 +716,7 @@ class Translator(BuildingOpcodes):
     # ------------------------------------------------------------------ with blocks
     def BEFORE_WITH(self, inst):
         ctx = self.pop()
-        if isinstance(ctx, (GradModeVar, AutocastVar)):
+        if isinstance(ctx, (GradModeVar, AutocastVar, GeneratorCtxVar)):
             self.push(_CtxMethod(ctx, "exit"))
             self.push(ctx.enter(self))
             return
@@ -735,6 +764,10 @@ def binary_op_unary(tx, op, v):
             return r
     if v.is_const():
         return ConstVar(op(v.const()))
+    if isinstance(v, ObjectVar):
+        from .variables.user_operators import user_unary
+
+        return user_unary(tx, op, v)
     raise Unsupported(f"{op.__name__} of {v}")
 
 

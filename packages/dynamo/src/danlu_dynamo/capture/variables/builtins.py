@@ -6,7 +6,6 @@ import builtins
 import functools
 import math
 import operator
-import types
 
 from ..exc import Unsupported
 from .base import FOLDABLE, ConstVar, NullVar, Var
@@ -60,6 +59,13 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
     """``op`` is an ``operator`` function (binary, in-place or comparison)."""
     if isinstance(a, NDArrayVar) or isinstance(b, NDArrayVar):
         return array_binary(tx, op, a, b)
+    from .objects import ObjectVar
+
+    if isinstance(a, ObjectVar) or isinstance(b, ObjectVar):
+        from .user_operators import handles, user_binary
+
+        if handles(op):
+            return user_binary(tx, op, a, b)
     if isinstance(a, TensorVar) or isinstance(b, TensorVar):
         if op in INPLACE_TO_BINARY:
             if isinstance(a, TensorVar):
@@ -115,10 +121,6 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
         return binary_op(tx, op, _seq_of(a), b)  # (-1,) + shape[1:] with symbolic sizes
     if isinstance(a, DictVar) and isinstance(b, DictVar) and op is operator.or_:
         return DictVar({**a.items, **b.items})
-    from .objects import ObjectVar
-
-    if isinstance(a, ObjectVar) or isinstance(b, ObjectVar):
-        return _user_binary(tx, op, a, b)
     raise Unsupported(f"{op.__name__}({a}, {b})")
 
 
@@ -133,33 +135,6 @@ def _seq_of(c: Var):
     if isinstance(v, list):
         return ListVar([ConstVar(x) for x in v])
     raise Unsupported("sequence op with a non-sequence")
-
-
-_DUNDER = {
-    operator.add: "__add__",
-    operator.sub: "__sub__",
-    operator.mul: "__mul__",
-    operator.eq: "__eq__",
-    operator.ne: "__ne__",
-    operator.lt: "__lt__",
-    operator.truediv: "__truediv__",
-    operator.matmul: "__matmul__",
-}
-
-
-def _user_binary(tx, op, a, b):
-    from .objects import ObjectVar, _class_attr
-
-    name = _DUNDER.get(op)
-    if name and isinstance(a, ObjectVar):
-        f = _class_attr(a.cls, name)
-        if isinstance(f, types.FunctionType):
-            return a.getattr(tx, name).call(tx, [b], {})
-    if op in (operator.eq, operator.ne):
-        same = identity(a, b)
-        if same is not None:
-            return ConstVar(same if op is operator.eq else not same)
-    raise Unsupported(f"{op.__name__} on user objects")
 
 
 def identity(a: Var, b: Var):
@@ -232,8 +207,9 @@ def contains(tx, container: Var, item: Var) -> bool:
     if isinstance(container, ModuleVar):
         return bool(container.call_method(tx, "__contains__", [item], {}).const())
     if isinstance(container, ObjectVar):
-        r = container.getattr(tx, "__contains__").call(tx, [item], {})
-        return r.truth(tx)
+        from .user_operators import user_contains
+
+        return user_contains(tx, container, item)
     raise Unsupported(f"`in` on {container}")
 
 
@@ -516,8 +492,10 @@ def _callable(tx, x):
 def _type(tx, x, *rest):
     if rest:
         raise Unsupported("type() with 3 arguments")
-    from .objects import ClassVar
+    from .objects import ClassVar, ObjectVar
 
+    if isinstance(x, ObjectVar):
+        return tx.output.wrap(x.cls, x.cls_source())  # guarded class attributes
     return ClassVar(python_type_of(x))
 
 
@@ -580,6 +558,12 @@ def _abs(tx, x):
         return tx.output.call_op("call_function", operator.abs, [x], {})
     if isinstance(x, NDArrayVar):
         return array_unary(tx, operator.abs, x)
+    from .objects import ObjectVar
+
+    if isinstance(x, ObjectVar):
+        from .user_operators import user_unary
+
+        return user_unary(tx, abs, x)
     return None
 
 

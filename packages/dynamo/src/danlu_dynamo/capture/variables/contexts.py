@@ -75,31 +75,35 @@ class AutocastVar(Var):
 
     def __init__(self, device_type, dtype, enabled, cache_enabled):
         self.args = (device_type, dtype, enabled, cache_enabled)
-        self.node = None
-        self.real = None
+        # one entry per enter not yet exited: a real autocast object (a decorator's) may be
+        # entered again while entered (recursion)
+        self.entered: list = []  # (real context, graph node)
 
     def enter(self, tx):
         from torch.amp import autocast_mode
 
-        self.real = autocast_mode._enter_autocast(*self.args)
+        real = autocast_mode._enter_autocast(*self.args)
         tx.output.active_ctx.append(self)
-        self.node = tx.output.graph.create_node(
+        node = tx.output.graph.create_node(
             "call_function", autocast_mode._enter_autocast, self.args, {}
         )
+        self.entered.append((real, node))
         return ConstVar(None)
 
     def exit(self, tx):
         from torch.amp import autocast_mode
 
-        autocast_mode._exit_autocast(self.real)
+        real, node = self.entered.pop()
+        autocast_mode._exit_autocast(real)
         tx.output.active_ctx.remove(self)
-        tx.output.graph.create_node("call_function", autocast_mode._exit_autocast, (self.node,), {})
+        tx.output.graph.create_node("call_function", autocast_mode._exit_autocast, (node,), {})
         return ConstVar(False)
 
     def abandon(self):
         from torch.amp import autocast_mode
 
-        autocast_mode._exit_autocast(self.real)
+        real, _ = self.entered.pop()
+        autocast_mode._exit_autocast(real)
 
     def getattr(self, tx, name):
         if name == "__enter__":
@@ -127,3 +131,15 @@ class AutocastClassVar(ClassVar):
         bound.apply_defaults()
         p = bound.arguments
         return AutocastVar("cpu", p.get("dtype"), p.get("enabled", True), p.get("cache_enabled"))
+
+
+def autocast_from_object(out, value, source):
+    """A real ``torch.autocast`` object (the one a ``@torch.autocast(...)`` decorator keeps)."""
+    if type(value) not in (torch.autocast, torch.cpu.amp.autocast):
+        return None
+    fields = ("device", "fast_dtype", "_enabled", "_cache_enabled")
+    if source is not None:
+        out.guards.id_match(source.expr, value)
+        for f in fields:
+            out.guards.constant_match(f"{source.expr}.{f}", getattr(value, f))
+    return AutocastVar(*(getattr(value, f) for f in fields))

@@ -82,11 +82,13 @@ def _python_specials():
     """Library Python functions followed by a symbolic model instead of being inlined."""
     global _SPECIALS
     if _SPECIALS is None:
+        import contextlib
         import copy
 
         from .copying import deepcopy_var
+        from .generator_ctx import contextmanager_var
 
-        _SPECIALS = {copy.deepcopy: deepcopy_var}
+        _SPECIALS = {copy.deepcopy: deepcopy_var, contextlib.contextmanager: contextmanager_var}
     return _SPECIALS
 
 
@@ -121,6 +123,14 @@ class UserFunctionVar(Var):
         special = _python_specials().get(fn)
         if special is not None:
             return special(tx, *args, **kwargs)
+        return self._inline(tx, args, kwargs)
+
+    def generator_frame(self, tx, args, kwargs):
+        """The generator function's frame, bound and not yet run (``generator_ctx``)."""
+        return self._inline(tx, args, kwargs, suspend=True)
+
+    def _inline(self, tx, args, kwargs, suspend=False):
+        fn = self.fn
         defaults = _LazyDefaults(tx, fn.__defaults__ or (), self.source, "__defaults__")
         kwdefaults = _LazyDefaults(tx, fn.__kwdefaults__ or {}, self.source, "__kwdefaults__")
         if fn.__closure__ and self.source is None and any(True for _ in fn.__closure__):
@@ -132,7 +142,15 @@ class UserFunctionVar(Var):
             src = closure_src.item(i) if closure_src is not None else None
             cells.append(tx.output.real_cell(cell, src))
         return tx.inline_call(
-            fn.__code__, fn.__globals__, cells, args, kwargs, defaults, kwdefaults, fn.__name__
+            fn.__code__,
+            fn.__globals__,
+            cells,
+            args,
+            kwargs,
+            defaults,
+            kwdefaults,
+            fn.__name__,
+            suspend=suspend,
         )
 
     def reconstruct(self, cg):
@@ -164,6 +182,9 @@ class NestedFunctionVar(Var):
         raise Unsupported(f"nested function attribute {name!r}")
 
     def call(self, tx, args, kwargs):
+        return self.generator_frame(tx, args, kwargs, suspend=False)
+
+    def generator_frame(self, tx, args, kwargs, suspend=True):
         return tx.inline_call(
             self.code,
             self.globals,
@@ -173,6 +194,7 @@ class NestedFunctionVar(Var):
             self.defaults,
             self.kwdefaults,
             self.name,
+            suspend=suspend,
         )
 
     def reconstruct(self, cg):

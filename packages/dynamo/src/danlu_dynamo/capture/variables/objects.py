@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import collections.abc
+import contextlib
 import dataclasses
 import inspect
 import types
@@ -14,6 +15,7 @@ from ..exc import Unsupported
 from ..module_hooks import hookless, no_global_hooks
 from ..source import Source
 from .base import ConstVar, Var
+from .class_state import class_source, pending_class_attr, set_class_attr
 from .containers import DictVar, TupleVar
 from .functions import BoundMethodVar, UserFunctionVar
 
@@ -92,15 +94,14 @@ class ObjectVar(Var):
         return self.cls
 
     def cls_source(self):
-        return Source(f"type({self.source.expr})") if self.source is not None else None
+        if self.source is not None:
+            return Source(f"type({self.source.expr})")
+        return class_source(self.cls)
 
     def truth(self, tx):
-        if (
-            _class_attr(self.cls, "__bool__") is _MISSING
-            and _class_attr(self.cls, "__len__") is _MISSING
-        ):
-            return True
-        raise Unsupported(f"truth value of {self.cls.__name__}")
+        from .user_operators import user_truth
+
+        return user_truth(tx, self)
 
     def getattr(self, tx, name):
         if self.value is None and not _implicit_special(name):
@@ -143,6 +144,9 @@ class ObjectVar(Var):
             d = getattr(self.value, "__dict__", None)
             if d is not None and name in d:
                 return tx.output.wrap(d[name], self.source.attr(name) if self.source else None)
+        written = pending_class_attr(tx, self.cls, name)
+        if written is not None:
+            return written
         if attr is not _MISSING:
             return _bind_class_attr(tx, self, self.cls, name, attr, self.cls_source())
         return self.getattr_fallback(tx, name)
@@ -258,7 +262,7 @@ class ObjectVar(Var):
         attrs = {k: cg.rebuild(v) for k, v in self.pending.items()}
 
         def make(ctx):
-            o = cls.__new__(cls)
+            o = object.__new__(cls)  # not a custom __new__: the attributes are set below
             for k, v in attrs.items():
                 object.__setattr__(o, k, v(ctx))
             return o
@@ -296,6 +300,9 @@ class ModuleVar(ObjectVar):
             s = d.get(store)
             if s is not None and name in s:
                 return tx.output.wrap(s[name], src)
+        written = pending_class_attr(tx, self.cls, name)
+        if written is not None:
+            return written
         if attr is not _MISSING:
             if name in ("__call__", "_call_impl", "_wrapped_call_impl"):
                 return ModuleCallVar(self)
@@ -318,10 +325,17 @@ class ModuleVar(ObjectVar):
             return tx.output.wrap(
                 mod.__dict__["forward"], self.source.attr("forward") if self.source else None
             ).call(tx, args, kwargs)
+        pre = [self]
+        if isinstance(fwd, staticmethod):
+            fwd, pre = fwd.__func__, []
+        elif isinstance(fwd, classmethod):
+            fwd, pre = fwd.__func__, [ClassVar(self.cls, self.cls_source())]
         if not isinstance(fwd, types.FunctionType):
             raise Unsupported(f"{self.cls.__name__}.forward is not a Python function")
         fsrc = Source(f"type({self.source.expr}).forward") if self.source is not None else None
-        return UserFunctionVar(fwd, fsrc).call(tx, [self, *args], kwargs)
+        if not pre:
+            fsrc = None
+        return UserFunctionVar(fwd, fsrc).call(tx, [*pre, *args], kwargs)
 
     def _guard_members(self, tx):
         """What a container holds decides the trace (loops over it, its length, its keys):
@@ -415,16 +429,12 @@ class ModuleVar(ObjectVar):
             if args or kwargs:
                 raise Unsupported(f"Module.{name} with arguments")
             items = []
-            for entry in getattr(mod, name)():
-                if isinstance(entry, tuple):
-                    k, v = entry
-                    items.append(TupleVar([ConstVar(k), tx.output.wrap(v, self._path_source(k))]))
-                else:
-                    items.append(
-                        tx.output.wrap(entry, None)
-                        if not isinstance(entry, torch.Tensor)
-                        else self._wrap_by_identity(tx, entry)
-                    )
+            named = name if name.startswith("named_") else f"named_{name}"
+            for k, v in getattr(mod, named)():
+                # every member keeps its attribute path: a submodule met here first and
+                # read as an attribute later is the same Var, whose tensors are graph inputs
+                var = tx.output.wrap(v, self._path_source(k))
+                items.append(TupleVar([ConstVar(k), var]) if named == name else var)
             return TupleVar(items)
         return self.getattr(tx, name).call(tx, args, kwargs)
 
@@ -435,15 +445,6 @@ class ModuleVar(ObjectVar):
         for part in dotted.split(".") if dotted else []:
             src = src.attr(part)
         return src
-
-    def _wrap_by_identity(self, tx, t):
-        for k, v in self.value.named_parameters():
-            if v is t:
-                return tx.output.wrap(t, self._path_source(k))
-        for k, v in self.value.named_buffers():
-            if v is t:
-                return tx.output.wrap(t, self._path_source(k))
-        raise Unsupported("tensor without a path")
 
     def setattr(self, tx, name, value):
         mod = self.value
@@ -562,6 +563,14 @@ class ClassVar(Var):
     def getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__"):
             return ConstVar(getattr(self.cls, name))
+        written = pending_class_attr(tx, self.cls, name)
+        if written is not None:
+            return written
+        if name == "__new__" and _class_attr(self.cls, name) is object.__new__:
+            from .construction import ObjectNewVar
+
+            return ObjectNewVar()
+        _check_metaclass_lookup(self.cls, name)
         attr = _class_attr(self.cls, name)
         if attr is _MISSING:
             raise Unsupported(f"class attribute {self.cls.__name__}.{name}")
@@ -574,12 +583,18 @@ class ClassVar(Var):
             return BoundMethodVar(tx.output.wrap(attr.__func__, None), self)
         if isinstance(attr, staticmethod):
             return tx.output.wrap(attr.__func__, None)
-        return tx.output.wrap(
-            getattr(self.cls, name), self.source.attr(name) if self.source else None
-        )
+        src = self.source or class_source(self.cls)
+        return tx.output.wrap(getattr(self.cls, name), src.attr(name) if src else None)
+
+    def setattr(self, tx, name, value):
+        set_class_attr(tx, self.cls, name, value)
 
     def call(self, tx, args, kwargs):
         cls = self.cls
+        if cls is contextlib._GeneratorContextManager:
+            from .generator_ctx import GeneratorCtxVar
+
+            return GeneratorCtxVar.make(tx, args, kwargs)
         if issubclass(cls, torch.nn.Module):
             from .nn_construct import construct_module
 
@@ -601,19 +616,9 @@ class ClassVar(Var):
                 None,
             )
             return TupleVar([bound[f] for f in cls._fields], py_type=cls)
-        if type(cls) not in (type, abc.ABCMeta) or cls.__new__ is not object.__new__:
-            raise Unsupported(f"constructing {cls.__name__} (custom __new__ or metaclass)")
-        obj = ObjectVar(cls)
-        tx.output.side_effects.new_object(obj)
-        init = _class_attr(cls, "__init__")
-        if init is object.__init__:
-            if args or kwargs:
-                raise Unsupported("object() takes no arguments")
-            return obj
-        if not isinstance(init, types.FunctionType):
-            raise Unsupported(f"{cls.__name__}.__init__ is not a Python function")
-        UserFunctionVar(init).call(tx, [obj, *args], kwargs)
-        return obj
+        from .construction import construct_object
+
+        return construct_object(tx, self, args, kwargs)
 
     def reconstruct(self, cg):
         c = self.cls
@@ -621,6 +626,21 @@ class ClassVar(Var):
 
     def __repr__(self):
         return f"Class({self.cls.__name__})"
+
+
+def _check_metaclass_lookup(cls, name):
+    """``Cls.name`` through a metaclass that changes attribute lookup: not followed."""
+    meta = type(cls)
+    if meta in (type, abc.ABCMeta):
+        return
+    if meta.__getattribute__ is not type.__getattribute__:
+        raise Unsupported(f"{cls.__name__}.{name} through metaclass {meta.__name__}")
+    for k in meta.__mro__:
+        if k is type or k is object:
+            break
+        if name in k.__dict__ and hasattr(type(k.__dict__[name]), "__set__"):
+            # a data descriptor of the metaclass wins over the class's own attribute
+            raise Unsupported(f"{cls.__name__}.{name} defined by metaclass {meta.__name__}")
 
 
 def _model_output(tx, cls, args, kwargs):
@@ -712,99 +732,8 @@ class CellVar(Var):
         self.loaded = True
 
 
-class SuperVar(Var):
-    def __init__(self, cls, obj: Var):
-        self.cls = cls
-        self.obj = obj
-
-    def getattr(self, tx, name):
-        obj_type = self.obj.cls if isinstance(self.obj, ObjectVar) else self.obj.python_type()
-        mro = obj_type.__mro__
-        try:
-            start = mro.index(self.cls) + 1
-        except ValueError as e:
-            raise Unsupported("super(): class not in MRO") from e
-        for klass in mro[start:]:
-            if name in klass.__dict__:
-                attr = klass.__dict__[name]
-                if isinstance(attr, types.FunctionType):
-                    return BoundMethodVar(UserFunctionVar(attr), self.obj)
-                if isinstance(attr, property):
-                    return UserFunctionVar(attr.fget).call(tx, [self.obj], {})
-                if attr is object.__init__:
-                    return _NoOp()
-                plain = next((m for k, m in _PLAIN_OBJECT_METHODS if k is attr), None)
-                if plain is not None and isinstance(self.obj, ObjectVar) and self.obj.value is None:
-                    return _PlainAttrVar(self.obj, plain)
-                if (
-                    isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType))
-                    and getattr(self.obj, "value", None) is not None
-                ):
-                    return RealCMethodVar(self.obj, attr, name)
-                raise Unsupported(f"super().{name} is {type(attr).__name__}")
-        raise Unsupported(f"super() has no attribute {name}")
-
-
-_PLAIN_OBJECT_METHODS = (
-    (object.__getattribute__, "generic_getattr"),
-    (object.__setattr__, "generic_setattr"),
-    (object.__delattr__, "generic_delattr"),
-)
-
-
-class _PlainAttrVar(Var):
-    """``super().__getattribute__`` & co. reaching ``object``'s, on an object made in the trace."""
-
-    def __init__(self, obj, method):
-        self.obj = obj
-        self.method = method
-
-    def call(self, tx, args, kwargs):
-        if kwargs or not args or not args[0].is_const() or not isinstance(args[0].const(), str):
-            raise Unsupported(f"object.{self.method} with these arguments")
-        r = getattr(self.obj, self.method)(tx, args[0].const(), *args[1:])
-        return ConstVar(None) if r is None else r
-
-
-class _PlainAttrFn(Var):
-    """``object.__setattr__`` & co. called explicitly: ``(obj, name, *value)``."""
-
-    def __init__(self, method):
-        self.method = method
-
-    def call(self, tx, args, kwargs):
-        if not args or not isinstance(args[0], ObjectVar) or args[0].value is not None:
-            raise Unsupported(f"object.{self.method} on this value")
-        return _PlainAttrVar(args[0], self.method).call(tx, args[1:], kwargs)
-
-
-def _instance_dict(obj):
-    """``obj.__dict__`` of an object made in the trace: a dict sharing its attribute table."""
-    d = getattr(obj, "_dict_var", None)  # one Var: `o.__dict__ is o.__dict__` holds
-    if d is None:
-        d = obj._dict_var = _InstanceDictVar(obj)
-    return d
-
-
-class _InstanceDictVar(DictVar):
-    """The ``__dict__`` of an object made in the trace: its items are the object's attribute
-    table; rebuilt after the graph as the rebuilt object's own ``__dict__`` (not a copy)."""
-
-    def __init__(self, obj):
-        super().__init__({})
-        self.items = obj.pending
-        self.obj = obj
-
-    def reconstruct(self, cg):
-        o = cg.rebuild(self.obj)
-        return lambda ctx: o(ctx).__dict__
-
-
-class _NoOp(Var):
-    def call(self, tx, args, kwargs):
-        return ConstVar(None)
-
-
+# super(), object's own attribute methods and instance dicts live in super_calls.py;
+# re-exported for existing imports.
 # Context managers live in contexts.py; re-exported for existing imports.
 from .contexts import (  # noqa: E402
     AutocastClassVar,
@@ -813,8 +742,20 @@ from .contexts import (  # noqa: E402
     _CtxMethod,
     grad_mode_clone,
 )
+from .super_calls import (  # noqa: E402
+    _PLAIN_OBJECT_METHODS,
+    SuperVar,
+    _instance_dict,
+    _NoOp,
+    _PlainAttrFn,
+)
 
 __all__ = [
+    "SuperVar",
+    "_NoOp",
+    "_PLAIN_OBJECT_METHODS",
+    "_PlainAttrFn",
+    "_instance_dict",
     "AutocastClassVar",
     "AutocastVar",
     "GradModeVar",

@@ -19,6 +19,8 @@ import functools
 import logging
 import warnings
 
+import torch
+
 from ..exc import Unsupported
 from .base import ConstVar, Var, is_const_value
 from .functions import BoundMethodVar
@@ -72,6 +74,17 @@ def wrap_special(out, value, source):
         if source is not None:
             out.guards.id_match(source.expr, value)
         return RootLoggingCallVar(hit[1], value, source)
+    from .hop_calls import wrap_control_flow
+
+    flow = wrap_control_flow(value, source)
+    if flow is not None:
+        if source is not None:
+            out.guards.id_match(source.expr, value)
+        return flow
+    if isinstance(value, torch.autocast):
+        from .contexts import autocast_from_object
+
+        return autocast_from_object(out, value, source)
     if value is warnings.warn:
         from .warn_calls import WarnCallVar
 

@@ -206,8 +206,8 @@ def tensor_method(tx, t: TensorVar, name, args, kwargs):
     if name in META_METHODS:
         if not all(a.is_const() for a in args) or not all(v.is_const() for v in kwargs.values()):
             raise Unsupported(f"Tensor.{name} with non-constant arguments")
-        if name == "type" and (args or kwargs):
-            return tx.output.call_op("call_method", name, [t, *args], kwargs)
+        if name == "type":
+            return _tensor_type(tx, t, args, kwargs)
         if name == "get_device":
             return ConstVar(-1 if t.device.type == "cpu" else t.device.index)
         if name == "storage_offset" and t.example._has_symbolic_sizes_strides:
@@ -237,3 +237,44 @@ def tensor_method(tx, t: TensorVar, name, args, kwargs):
         return ConstVar(None)
     inplace = name.endswith("_") and not name.endswith("__")
     return tx.output.call_op("call_method", name, [t, *args], kwargs, ret_self=inplace)
+
+
+def _type_string(dtype, device) -> str:
+    """``Tensor.type()`` as eager answers it for a tensor of ``dtype`` on ``device``."""
+    name = torch.empty(0, dtype=dtype).type()  # "torch.FloatTensor"
+    if device.type == "cpu":
+        return name
+    if device.type == "cuda":
+        return name.replace("torch.", "torch.cuda.", 1)
+    raise Unsupported(f"Tensor.type() of a tensor on {device}")
+
+
+def _tensor_type(tx, t: TensorVar, args, kwargs):
+    """``t.type()``: the type string of the real device (the fake is a meta tensor);
+    ``t.type(dtype | "torch.HalfTensor" | torch.HalfTensor)``: a dtype conversion, traced as
+    ``t.to(dtype)`` (same result, the same tensor when the dtype is already right)."""
+    kw = {k: v.const() for k, v in kwargs.items()}
+    target = args[0].const() if args else kw.pop("dtype", None)
+    kw.pop("non_blocking", None)
+    if kw or len(args) > 2:
+        raise Unsupported(f"Tensor.type with arguments {sorted(kw)}")
+    if target is None:
+        return ConstVar(_type_string(t.example.dtype, t.device))
+    if isinstance(target, torch.dtype):
+        dtype, on_cuda = target, t.device.type == "cuda"
+    else:
+        cls = target
+        if isinstance(target, str):
+            cls = torch
+            for part in target.split(".")[1:] if target.startswith("torch.") else ["?"]:
+                cls = getattr(cls, part, None)
+            if not isinstance(cls, type) or not hasattr(cls, "is_cuda"):
+                raise Unsupported(f"ValueError: invalid type: {target!r}")
+        if not isinstance(cls, type) or not isinstance(getattr(cls, "dtype", None), torch.dtype):
+            raise Unsupported(f"Tensor.type({target!r})")
+        dtype, on_cuda = cls.dtype, bool(cls.is_cuda)
+        if on_cuda != (t.device.type == "cuda") or t.device.type not in ("cpu", "cuda"):
+            raise Unsupported(f"Tensor.type({target!r}) moves the tensor to another device")
+    if dtype == t.example.dtype:
+        return t  # eager returns the tensor itself
+    return tx.output.call_op("call_method", "to", [t, ConstVar(dtype)], {})

@@ -1,0 +1,125 @@
+"""Autocast's dtypes for traced ops.
+
+Fake tensors keep a ``meta`` tensor underneath, so the dispatcher's autocast layer (which
+casts the inputs of CPU/CUDA tensors only) never sees them: under ``torch.autocast`` a traced
+``x @ w`` had a float32 example value while the graph computes bfloat16, and the program read
+the wrong ``y.dtype``. When autocast is on for a device that a fake argument lives on, the op
+is run once more on *probes*: tensors that report the fake's device to the dispatcher (so
+autocast casts them as it casts real tensors) and compute nothing (each op runs on meta
+tensors underneath). The fake result is cast to the dtypes the probe result has.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils import _pytree as pytree
+
+from .exc import Unsupported
+
+
+class _Probe(torch.Tensor):
+    @staticmethod
+    def __new__(cls, meta, device):
+        return torch.Tensor._make_wrapper_subclass(
+            cls,
+            meta.shape,
+            strides=meta.stride(),
+            storage_offset=meta.storage_offset(),
+            dtype=meta.dtype,
+            device=device,
+            requires_grad=False,
+        )
+
+    def __init__(self, meta, device):
+        self.meta = meta
+        self.probe_device = device
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        device = None
+
+        def to_meta(x):
+            nonlocal device
+            if isinstance(x, _Probe):
+                device = x.probe_device
+                return x.meta
+            if isinstance(x, torch.device):
+                return torch.device("meta")
+            return x
+
+        a, k = pytree.tree_map(to_meta, (args, kwargs or {}))
+        if "device" in k:
+            k["device"] = torch.device("meta")
+        out = func(*a, **k)
+        return pytree.tree_map(
+            lambda t: _Probe(t, device) if isinstance(t, torch.Tensor) else t, out
+        )
+
+
+def _autocast_devices(args, kwargs):
+    """Device types of tensor arguments for which autocast is on."""
+    found = set()
+    for x in pytree.tree_leaves((args, kwargs)):
+        if isinstance(x, torch.Tensor):
+            dev = x.device.type
+            if dev in ("cpu", "cuda") and torch.is_autocast_enabled(dev):
+                found.add(dev)
+    return found
+
+
+def _hint(v):
+    if not isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return v
+    hint = getattr(v.node, "hint", None)
+    if hint is None:
+        raise Unsupported("autocast: a symbolic size without an example value")
+    return hint
+
+
+def autocast_dtypes(fn, args, kwargs, result):
+    """``result`` with autocast's dtypes (unchanged when autocast is off for its inputs)."""
+    if not torch._C._is_any_autocast_enabled() or not _autocast_devices(args, kwargs):
+        return None
+
+    def probe(x):
+        # dtypes do not depend on sizes: symbolic sizes are probed at their example values
+        if isinstance(x, torch.Tensor):
+            shape = [_hint(s) for s in x.shape]
+            stride = [_hint(s) for s in x.stride()]
+            meta = torch.empty_strided(shape, stride, dtype=x.dtype, device="meta")
+            return _Probe(meta, x.device)
+        if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return _hint(x)
+        return x
+
+    try:
+        p_args, p_kwargs = pytree.tree_map(probe, (args, kwargs))
+        out = fn(*p_args, **p_kwargs)
+    except Unsupported:
+        raise
+    except Exception as e:
+        raise Unsupported(
+            f"autocast: cannot tell the dtype of {getattr(fn, '__name__', fn)} ({type(e).__name__})"
+        ) from e
+    want = [t.dtype if isinstance(t, torch.Tensor) else None for t in pytree.tree_leaves(out)]
+    have = pytree.tree_leaves(result)
+    if len(want) != len(have):
+        raise Unsupported("autocast: result structure differs from the probe's")
+    return want
+
+
+def cast_to(result, dtypes, mode):
+    """The fake ``result`` with its tensors converted to ``dtypes`` (leaf order)."""
+    leaves, spec = pytree.tree_flatten(result)
+    if all(
+        not isinstance(t, torch.Tensor) or d is None or t.dtype == d for t, d in zip(leaves, dtypes)
+    ):
+        return result
+    with mode:
+        leaves = [
+            t.to(d) if isinstance(t, torch.Tensor) and d is not None and t.dtype != d else t
+            for t, d in zip(leaves, dtypes)
+        ]
+    return pytree.tree_unflatten(leaves, spec)

@@ -1,0 +1,129 @@
+"""``torch.autocast`` inside (and around) the compiled function: the traced example values
+carry autocast's dtypes, so the program reads eager's ``y.dtype`` inside and after the block,
+and the outputs have eager's dtypes (a matmul under bfloat16 autocast is bfloat16)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _objects_common import breaks, check  # noqa: E402
+
+BF16 = torch.bfloat16
+
+
+def _t(g, *shape):
+    return torch.randn(*shape, generator=g)
+
+
+def _xw(g):
+    return _t(g, 4, 8), _t(g, 8, 5)
+
+
+def test_matmul_dtype_inside_and_after_the_block():
+    def f(x, w):
+        with torch.autocast("cpu", dtype=BF16):
+            y = x @ w
+            inside = y.dtype
+            z = y.relu() + 1  # not an autocast op: keeps bf16
+            s = torch.softmax(y, -1)
+        after = y + 1.0  # bf16 + python float: bf16
+        mixed = y + x[:, :5]  # bf16 + fp32 outside autocast: fp32
+        return y, z, s, inside, after, mixed, after.dtype, mixed.dtype
+
+    opt, c = check(f, _xw)
+    assert len(c.graphs) == 1 and not breaks(opt)
+
+
+def test_branch_on_the_dtype():
+    def f(x, w):
+        with torch.autocast("cpu", dtype=BF16):
+            y = torch.mm(x, w)
+            if y.dtype == torch.bfloat16:
+                y = y * 2
+            else:
+                y = y - 100
+        return y.float()
+
+    opt, c = check(f, _xw)
+    assert len(c.graphs) == 1 and not breaks(opt)
+
+
+def test_linear_module_and_functional():
+    lin = nn.Linear(8, 6)
+
+    def f(x, w):
+        with torch.autocast("cpu", dtype=BF16):
+            a = lin(x)
+            b = F.linear(x, w.t(), None)
+            c = torch.addmm(torch.zeros(4, 5), x, w)
+            d = torch.cat([a[:, :5], x[:, :5]])  # promote: widest dtype
+        return a, b, c, d, a.dtype, d.dtype
+
+    opt, c = check(f, _xw)
+    assert not breaks(opt)
+
+
+def test_nested_disable_and_reenable():
+    def f(x, w):
+        with torch.autocast("cpu", dtype=BF16):
+            a = x @ w
+            with torch.autocast("cpu", enabled=False):
+                b = x @ w
+                with torch.autocast("cpu", dtype=BF16):
+                    c = x @ w
+            d = x @ w
+        e = x @ w
+        return [t.dtype for t in (a, b, c, d, e)], a, b, c, d, e
+
+    opt, c = check(f, _xw)
+    assert len(c.graphs) == 1 and not breaks(opt)
+
+
+@torch.autocast("cpu", dtype=BF16)
+def _mm_autocast(x, w):
+    return x @ w
+
+
+def test_autocast_as_a_decorator():
+    def f(x, w):
+        y = _mm_autocast(x, w)
+        return y, y.dtype, (y + x[:, :5]).dtype
+
+    opt, c = check(f, _xw)
+    assert len(c.graphs) == 1 and not breaks(opt)
+
+
+def test_autocast_entered_around_the_compiled_call():
+    import danlu_dynamo
+
+    def f(x, w):
+        y = x @ w
+        return y, y.dtype, (y * 2).sum(-1)
+
+    opt = danlu_dynamo.optimize("eager")(f)
+    g = torch.Generator().manual_seed(0)
+    x, w = _xw(g)
+    for dtype in (BF16, torch.float16, None):
+        if dtype is None:
+            e, c = f(x, w), opt(x, w)
+        else:
+            with torch.autocast("cpu", dtype=dtype):
+                e, c = f(x, w), opt(x, w)
+        assert e[1] == c[1] and e[0].dtype == c[0].dtype and torch.equal(e[0], c[0])
+        assert torch.equal(e[2], c[2])
+
+
+@pytest.mark.parametrize("dtype", [BF16, torch.float16])
+def test_autocast_dtype_argument(dtype):
+    def f(x, w):
+        with torch.autocast(device_type="cpu", dtype=dtype):
+            y = x @ w
+        return y, y.dtype
+
+    check(f, _xw)
