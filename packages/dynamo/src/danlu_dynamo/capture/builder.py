@@ -110,13 +110,22 @@ def wrap_value(out, value, source):
     if type(value) in (dict, collections.OrderedDict) or (
         isinstance(value, dict) and dataclasses.is_dataclass(type(value))
     ):
-        if not all(is_const_value(k) for k in value):
-            raise Unsupported("dict with non-constant keys")
+        from .variables.dict_views import is_plain_key, wrappable_key
+
+        bad = next((k for k in value if not wrappable_key(k)), None)
+        if bad is not None:
+            raise Unsupported(f"dict with a key of type {type(bad).__name__}")
         if src is not None:
-            g.dict_keys(src, value)
-        items = {
-            k: out.wrap(v, source.item(k) if source is not None else None) for k, v in value.items()
-        }
+            g.dict_keys(src, value)  # equal by value (constants) or identity (the others)
+
+        def item_source(i, k):
+            if source is None:
+                return None
+            if is_plain_key(k):
+                return source.item(k)
+            return Source(f"list({src}.values())[{i}]")  # keys in order are guarded
+
+        items = {k: out.wrap(v, item_source(i, k)) for i, (k, v) in enumerate(value.items())}
         var = DictVar(items, source, py_type=type(value))
         if source is not None:
             note_frame_container(out, var, "dict")
@@ -175,6 +184,16 @@ def wrap_value(out, value, source):
         raise Unsupported(f"bound C method {value!r}")
     if isinstance(value, (torch.finfo, torch.iinfo)):
         return OpaqueConstVar(value)
+    from .variables.dict_views import DICT_ITER_TYPES
+
+    if type(value) in DICT_ITER_TYPES and source is not None:
+        # A dict iterator in the frame state (a loop resumed after a break): its remaining
+        # items, from __reduce__; what the trace consumes is replayed by next() calls.
+        from .variables.containers import ListIteratorVar
+
+        g.type_match(src, value)
+        rest = out.wrap(value.__reduce__()[1][0], Source(f"{src}.__reduce__()[1][0]"))
+        return ListIteratorVar(rest.items, source=source, base_index=None)
     if type(value) in (_LIST_ITER, _TUPLE_ITER) and source is not None:
         red = value.__reduce__()
         if len(red[1]) != 1 or not isinstance(red[1][0], (list, tuple)):

@@ -482,6 +482,9 @@ class Rebuilder:
                     continue
                 cell = var.real
                 out.append((val, lambda x, cell=cell: setattr(cell, "cell_contents", x)))
+            elif isinstance(var, ListIteratorVar) and var.base_index is None:
+                it = self.from_source(var.source)  # a dict iterator: no __setstate__
+                out.append((it, lambda i, n=var.index: _advance(i, n)))
             elif isinstance(var, ListIteratorVar):
                 it = self.from_source(var.source)
                 idx = var.base_index + var.index
@@ -540,6 +543,11 @@ class Rebuilder:
 
 def _NONE(ctx):
     return None
+
+
+def _advance(it, n):
+    for _ in range(n):
+        next(it)
 
 
 def _pair(a, b):

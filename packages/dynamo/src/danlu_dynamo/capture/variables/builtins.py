@@ -11,6 +11,7 @@ import types
 from ..exc import Unsupported
 from .base import FOLDABLE, ConstVar, NullVar, Var
 from .containers import DictVar, ListIteratorVar, ListVar, SeqVar, SetVar, TupleVar
+from .dict_views import DictViewVar, dict_key, view_binary
 from .symbolic import SymNumVar, sym_binary
 from .tensor import TensorVar
 
@@ -66,6 +67,9 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
             if not (isinstance(v, TensorVar) or v.is_const() or isinstance(v, SeqVar)):
                 raise Unsupported(f"{op.__name__} between a tensor and {v}")
         return tx.output.call_op("call_function", op, [a, b], {})
+    r = view_binary(tx, op, a, b)  # dict views and sets: set operations, comparisons
+    if r is not None:
+        return r
     if isinstance(a, SymNumVar) or isinstance(b, SymNumVar):
         r = sym_binary(tx, op, a, b)  # size arithmetic in the graph (dynamic shapes)
         if r is not None:
@@ -110,8 +114,17 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
         and op in (operator.add, operator.eq, operator.ne)
     ):
         return binary_op(tx, op, _seq_of(a), b)  # (-1,) + shape[1:] with symbolic sizes
-    if isinstance(a, DictVar) and isinstance(b, DictVar) and op is operator.or_:
-        return DictVar({**a.items, **b.items})
+    if isinstance(a, DictVar) and isinstance(b, DictVar):
+        if op is operator.or_:
+            return DictVar({**a.items, **b.items})
+        if op is operator.ior:
+            a.call_method(tx, "update", [b], {})
+            return a
+        if op in (operator.eq, operator.ne):
+            eq = a.items.keys() == b.items.keys() and all(
+                compare_eq(tx, v, b.items[k]) for k, v in a.items.items()
+            )
+            return ConstVar(eq if op is operator.eq else not eq)
     from .objects import ObjectVar
 
     if isinstance(a, ObjectVar) or isinstance(b, ObjectVar):
@@ -168,6 +181,8 @@ def identity(a: Var, b: Var):
     fa, fb = getattr(a, "fn", None), getattr(b, "fn", None)
     if fa is not None and fb is not None and type(a) is type(b) and not hasattr(a, "args"):
         return fa is fb
+    if isinstance(a, DictViewVar) or isinstance(b, DictViewVar):
+        return False  # each keys()/values()/items() call makes a new view
     if a.is_const() and b.is_const():
         try:
             return a.const() is b.const()
@@ -219,7 +234,7 @@ def is_op(a, b) -> bool:
 
 
 def contains(tx, container: Var, item: Var) -> bool:
-    if isinstance(container, SeqVar | SetVar | DictVar):
+    if isinstance(container, SeqVar | SetVar | DictVar | DictViewVar):
         r = container.call_method(tx, "__contains__", [item], {})
         return bool(r.const())
     if container.is_const() and item.is_const():
@@ -319,6 +334,8 @@ def _len(tx, x):
         return None
     if isinstance(x, SeqVar | DictVar | SetVar):
         return ConstVar(len(x.items))
+    if isinstance(x, DictViewVar):
+        return ConstVar(len(x.dict_var.items))
     return x.call_method(tx, "__len__", [], {})
 
 
@@ -457,9 +474,7 @@ def _dict(tx, it=None, **kw):
         else:
             for pair in _iter_items(tx, it):
                 k, v = pair.unpack(tx)
-                if not k.is_const():
-                    raise Unsupported("dict with non-constant keys")
-                d.items[k.const()] = v
+                d.items[dict_key(tx, k)] = v
     d.items.update(kw)
     return d
 

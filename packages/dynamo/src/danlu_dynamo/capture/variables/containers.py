@@ -262,8 +262,12 @@ class ListVar(SeqVar):
 
 
 class DictVar(Var):
+    """A dict (or OrderedDict, ModelOutput-style subclass). ``items`` maps the real keys
+    (``dict_views.dict_key``: constants, enum members, classes, functions, modules, tuples of
+    those) to symbolic values, in insertion order."""
+
     def __init__(self, items: dict, source=None, py_type=dict):
-        self.items = dict(items)  # constant key -> Var
+        self.items = dict(items)  # real key -> Var
         self.source = source
         self.py_type = py_type
         self.mutated = False
@@ -275,10 +279,22 @@ class DictVar(Var):
         return len(self.items) > 0
 
     def unpack(self, tx):
-        return [ConstVar(k) for k in self.items]
+        from .dict_views import key_var
+
+        return [key_var(tx.output, k) for k in self.items]
+
+    def get_iter(self, tx):
+        from .dict_views import DictIterVar
+
+        return DictIterVar(tx, self, "keys")
+
+    def _key(self, tx, v):
+        from .dict_views import dict_key
+
+        return dict_key(tx, v)
 
     def getitem(self, tx, key: Var):
-        k = _const_index(key)
+        k = self._key(tx, key)
         if k not in self.items:
             raise Unsupported(f"KeyError {k!r} while tracing")
         return self.items[k]
@@ -290,6 +306,10 @@ class DictVar(Var):
             # ModelOutput-style dict subclasses expose keys as attributes.
             if name in self.items:
                 return self.items[name]
+            if issubclass(self.py_type, collections.OrderedDict) and getattr(
+                self.py_type, name, None
+            ) is getattr(collections.OrderedDict, name, 0):
+                return BoundVarMethod(self, name)  # move_to_end
             v = getattr(self.py_type, name, None)
             if name == "to_tuple" and getattr(v, "__qualname__", "") == "ModelOutput.to_tuple":
                 return BoundVarMethod(self, name)  # transformers' own: see call_method
@@ -315,56 +335,86 @@ class DictVar(Var):
         if name == "__len__":
             return ConstVar(len(self.items))
         if name == "__contains__":
-            return ConstVar(_const_index(args[0]) in self.items)
+            return ConstVar(self._key(tx, args[0]) in self.items)
+        if name == "__iter__" and not args:
+            return self.get_iter(tx)
+        if name == "__reversed__" and not args:
+            return ListIteratorVar(list(reversed(self.unpack(tx))))
         if name == "get":
-            k = _const_index(args[0])
+            k = self._key(tx, args[0])
             return self.items.get(k, args[1] if len(args) > 1 else ConstVar(None))
-        if name == "keys":
-            return TupleVar([ConstVar(k) for k in self.items])
-        if name == "values":
-            return TupleVar(list(self.items.values()))
-        if name == "items":
-            return TupleVar([TupleVar([ConstVar(k), v]) for k, v in self.items.items()])
+        if name in ("keys", "values", "items") and not args and not kwargs:
+            from .dict_views import DictViewVar
+
+            return DictViewVar(self, name)
         if name == "copy":
             return DictVar(self.items, py_type=dict if self.py_type is dict else self.py_type)
         if name == "__setitem__":
+            k = self._key(tx, args[0])
             self._mut(tx)
-            self.items[_const_index(args[0])] = args[1]
+            self.items[k] = args[1]
             return ConstVar(None)
         if name == "__delitem__":
+            k = self._key(tx, args[0])
+            if k not in self.items:
+                raise Unsupported(f"KeyError {k!r} from del")
             self._mut(tx)
-            del self.items[_const_index(args[0])]
+            del self.items[k]
             return ConstVar(None)
         if name == "pop":
-            self._mut(tx)
-            k = _const_index(args[0])
+            k = self._key(tx, args[0])
             if k in self.items:
+                self._mut(tx)
                 return self.items.pop(k)
             if len(args) > 1:
                 return args[1]
             raise Unsupported("KeyError from dict.pop")
+        if name == "popitem" and not args:
+            if not self.items:
+                raise Unsupported("KeyError from popitem() of an empty dict")
+            last = kwargs.get("last", ConstVar(True))
+            if self.py_type is dict and kwargs:
+                raise Unsupported("dict.popitem keywords")
+            self._mut(tx)
+            k = next(iter(self.items)) if not last.truth(tx) else next(reversed(self.items))
+            from .dict_views import key_var
+
+            return TupleVar([key_var(tx.output, k), self.items.pop(k)])
         if name == "setdefault":
-            k = _const_index(args[0])
+            k = self._key(tx, args[0])
             if k not in self.items:
                 self._mut(tx)
                 self.items[k] = args[1] if len(args) > 1 else ConstVar(None)
             return self.items[k]
         if name == "update":
-            self._mut(tx)
+            new = {}
             if args:
                 other = args[0]
                 if isinstance(other, DictVar):
-                    self.items.update(other.items)
+                    new.update(other.items)
                 else:
                     for pair in other.unpack(tx):
                         k, v = pair.unpack(tx)
-                        self.items[_const_index(k)] = v
-            for k, v in kwargs.items():
-                self.items[k] = v
+                        new[self._key(tx, k)] = v
+            new.update(kwargs)
+            self._mut(tx)
+            self.items.update(new)
             return ConstVar(None)
         if name == "clear":
             self._mut(tx)
             self.items.clear()
+            return ConstVar(None)
+        if name == "move_to_end" and issubclass(self.py_type, collections.OrderedDict):
+            k = self._key(tx, args[0])
+            last = (args[1] if len(args) > 1 else kwargs.get("last", ConstVar(True))).truth(tx)
+            if k not in self.items:
+                raise Unsupported("KeyError from move_to_end")
+            self._mut(tx)
+            v = self.items.pop(k)
+            if last:
+                self.items[k] = v
+            else:
+                self.items = {k: v, **self.items}
             return ConstVar(None)
         if name == "to_tuple":  # transformers ModelOutput
             return TupleVar(
