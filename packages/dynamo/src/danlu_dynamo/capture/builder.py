@@ -36,6 +36,12 @@ class GradCtxClassVar(ClassVar):
         return make_grad_ctx(self.cls, args, kwargs)
 
 
+def _made_per_call(fn) -> bool:
+    code = fn.__code__
+    name = getattr(code, "co_qualname", fn.__qualname__)
+    return "<locals>" in name or code.co_name == "<lambda>"
+
+
 def _is_user_function(fn) -> bool:
     mod = getattr(fn, "__module__", None) or ""
     return not (mod == "torch" or mod.startswith("torch."))
@@ -134,10 +140,25 @@ def wrap_value(out, value, source):
     if special is not None:  # lru_cache functions, logging.<level>()
         return special
     if isinstance(value, (types.FunctionType,)):
+        if not _is_user_function(value) and is_torch_callable(value):
+            if src is not None:
+                g.id_match(src, value)
+            return TorchFnVar(value, source)
+        if src is not None and _made_per_call(value):
+            # A nested function or lambda is a new object each time its ``def`` runs (a
+            # closure made per call, a decorator's wrapper): guard what it runs, not which
+            # object it is. Its closure, defaults and attributes are read (and guarded)
+            # through this source; its identity is guarded when the trace decides on it.
+            g.add(
+                "FUNCTION_CODE",
+                src,
+                f"type({src}) is {g._const(types.FunctionType)} and "
+                f"{src}.__code__ is {g._const(value.__code__)} and "
+                f"{src}.__globals__ is {g._const(value.__globals__)}",
+            )
+            return UserFunctionVar(value, source, pin=lambda: g.id_match(src, value))
         if src is not None:
             g.id_match(src, value)
-        if not _is_user_function(value) and is_torch_callable(value):
-            return TorchFnVar(value, source)
         return UserFunctionVar(value, source)
     if isinstance(value, types.MethodType):
         self_src = source.attr("__self__") if source is not None else None
@@ -148,16 +169,13 @@ def wrap_value(out, value, source):
     if isinstance(value, functools.partial):
         if src is not None:
             g.type_match(src, value)
+        # args and keywords as containers: their length and keyword names are guarded
+        args = out.wrap(value.args, source.attr("args") if source else None)
+        kw = out.wrap(value.keywords, source.attr("keywords") if source else None)
         return PartialVar(
             out.wrap(value.func, source.attr("func") if source else None),
-            [
-                out.wrap(a, source.attr("args").item(i) if source else None)
-                for i, a in enumerate(value.args)
-            ],
-            {
-                k: out.wrap(v, source.attr("keywords").item(k) if source else None)
-                for k, v in value.keywords.items()
-            },
+            [ConstVar(a) for a in args.const()] if args.is_const() else list(args.items),
+            dict(kw.items),
         )
     if callable(value) and is_torch_callable(value):
         if isinstance(
@@ -269,7 +287,7 @@ def real_value_of(var):
     if isinstance(var, ConstVar):
         return var.value
     if isinstance(var, UserFunctionVar):
-        return var.fn
+        return var.exact()
     if isinstance(var, ClassVar):
         return var.cls
     if isinstance(var, ObjectVar) and var.value is not None and not var.pending:

@@ -451,15 +451,23 @@ class Rebuilder:
         elif cell.source is not None:
             fn = self.from_source(Source(cell.source.expr))
         else:
-            # A cell made in the trace (MAKE_CELL): one fresh cell per run, filled in replay.
-            def fn(ctx, _k=key):
+            # A cell made in the trace (MAKE_CELL): one fresh cell per run, filled with its
+            # last contents when it is made (memoised first: the contents may hold a function
+            # closing over this cell). Filling it in the replays missed cells first met while
+            # rebuilding the returned values (a closure returned by an inlined function).
+            filler = []
+
+            def fn(ctx, _k=key, _filler=filler):
                 memo = ctx.memo
                 if _k not in memo:
-                    memo[_k] = types.CellType()
+                    c = memo[_k] = types.CellType()
+                    for contents in _filler:
+                        c.cell_contents = contents(ctx)
                 return memo[_k]
 
             if cell.contents is not None:
-                self.trace_cells.append((fn, self.rebuild(cell.contents)))
+                self._cache[key] = fn  # before the contents, which may close over this cell
+                filler.append(self.rebuild(cell.contents))
         self._cache[key] = fn
         return fn
 

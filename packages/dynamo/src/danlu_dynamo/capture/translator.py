@@ -475,13 +475,12 @@ class Translator(BuildingOpcodes):
         code = self.pop().const()
         flags = inst.arg
         closure = self.pop().items if flags & 0x08 else []
-        if flags & 0x04:
-            self.pop()
+        annotations = self.pop().unpack(self) if flags & 0x04 else None
         kwdefaults = self.pop().items if flags & 0x02 else None
         defaults = self.pop().unpack(self) if flags & 0x01 else None
         self.push(
             NestedFunctionVar(
-                code, self.f_globals, code.co_name, defaults, kwdefaults, list(closure)
+                code, self.f_globals, code.co_name, defaults, kwdefaults, list(closure), annotations
             )
         )
 

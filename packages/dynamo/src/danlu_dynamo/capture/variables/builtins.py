@@ -180,6 +180,9 @@ def identity(a: Var, b: Var):
         return False
     fa, fb = getattr(a, "fn", None), getattr(b, "fn", None)
     if fa is not None and fb is not None and type(a) is type(b) and not hasattr(a, "args"):
+        for v in (a, b):
+            if hasattr(v, "exact"):
+                v.exact()
         return fa is fb
     if isinstance(a, DictViewVar) or isinstance(b, DictViewVar):
         return False  # each keys()/values()/items() call makes a new view

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import inspect
+import types
 
 import torch
 
@@ -71,7 +73,26 @@ class SeqVar(Var):
             return ConstVar(sum(1 for it in self.items if compare_eq(tx, it, args[0])))
         if name == "__contains__":
             return ConstVar(any(compare_eq(tx, it, args[0]) for it in self.items))
+        if name in _NAMEDTUPLE_MODELS and hasattr(self.py_type, "_fields"):
+            return self._namedtuple_method(tx, name, args, kwargs)
         raise Unsupported(f"{self.py_type.__name__}.{name}")
+
+    def _namedtuple_method(self, tx, name, args, kwargs):
+        fields = self.py_type._fields
+        if name == "_asdict" and not args and not kwargs:
+            return DictVar(dict(zip(fields, self.items)))
+        if name == "_replace" and not args:
+            unknown = set(kwargs) - set(fields)
+            if unknown:
+                raise Unsupported(f"ValueError from _replace: unexpected fields {sorted(unknown)}")
+            items = [kwargs.get(f, v) for f, v in zip(fields, self.items)]
+            return TupleVar(items, py_type=self.py_type)
+        if name == "_make" and len(args) == 1 and not kwargs:
+            items = args[0].unpack(tx)
+            if len(items) != len(fields):
+                raise Unsupported(f"TypeError from _make: expected {len(fields)} arguments")
+            return TupleVar(items, py_type=self.py_type)
+        raise Unsupported(f"{self.py_type.__name__}.{name} with these arguments")
 
     def getattr(self, tx, name):
         from .functions import BoundVarMethod
@@ -80,6 +101,18 @@ class SeqVar(Var):
             return ConstVar(self.py_type._fields)
         if hasattr(self.py_type, "_fields") and name in self.py_type._fields:
             return self.items[self.py_type._fields.index(name)]
+        if hasattr(self.py_type, "_fields") and name not in _NAMEDTUPLE_MODELS:
+            attr = inspect.getattr_static(self.py_type, name, None)
+            if isinstance(attr, types.FunctionType):  # a method of a typing.NamedTuple
+                from .functions import BoundMethodVar, UserFunctionVar
+
+                return BoundMethodVar(UserFunctionVar(attr), self)
+            if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
+                from .functions import UserFunctionVar
+
+                return UserFunctionVar(attr.fget).call(tx, [self], {})
+            if name == "_field_defaults":
+                return tx.output.wrap_const(attr)
         return BoundVarMethod(self, name)
 
     def reconstruct(self, cg):
@@ -101,6 +134,11 @@ class SeqVar(Var):
         if getattr(self, "lazy", None) is not None:
             return f"list(append-only, {self.source})"
         return f"{self.py_type.__name__}{self.items!r}"
+
+
+# namedtuple methods followed by a symbolic model (their code builds tuples through
+# tuple.__new__ and classmethods)
+_NAMEDTUPLE_MODELS = ("_replace", "_asdict", "_make")
 
 
 def _alias_sets(out, kind):

@@ -50,7 +50,7 @@ def dict_key(tx, v: Var):
     elif isinstance(v, SeqVar) and v.py_type is tuple:
         return tuple(dict_key(tx, i) for i in v.items)
     elif isinstance(v, UserFunctionVar):
-        k = v.fn  # guarded by identity where it was read
+        k = v.exact()  # the key is this object: guarded by identity
     elif isinstance(v, PythonModuleVar):
         k = v.mod
     elif isinstance(v, ObjectVar) and v.value is not None and not v.pending:
