@@ -84,15 +84,18 @@ def wrap_value(out, value, source):
     if isinstance(value, type):
         if src is not None:
             g.id_match(src, value)
+        from .variables.stdlib_models import stdlib_class_var
+
+        model = stdlib_class_var(value) if value is not dict else None
+        if model is not None:  # itertools.chain, collections.deque, ...
+            return model
         if value in GRAD_CTX_CLASSES:
             return GradCtxClassVar(value, source)
         if value is torch.autocast or value is torch.cpu.amp.autocast:
             from .variables.objects import AutocastClassVar
 
             return AutocastClassVar(value, source)
-        if value.__module__ == "builtins" or value in (collections.OrderedDict, functools.partial):
-            if value is collections.OrderedDict:
-                return _OrderedDictClass(value, source)
+        if value.__module__ == "builtins" or value is functools.partial:
             return BuiltinVar(value)
         if value is torch.set_grad_enabled:
             return TorchFnVar(value, source)
@@ -113,7 +116,17 @@ def wrap_value(out, value, source):
         if type(value) is list:
             return ListVar(items, source)
         return TupleVar(items, source, py_type=type(value))
-    if type(value) in (dict, collections.OrderedDict) or (
+    if type(value) is collections.deque and source is not None:
+        from .variables.collections_models import DequeVar
+
+        g.length(src, value)
+        g.add("DEQUE_MAXLEN", src, f"{src}.maxlen == {value.maxlen!r}")
+        items = [out.wrap(v, source.item(i)) for i, v in enumerate(value)]
+        var = DequeVar([], value.maxlen, source)
+        var.items = items
+        note_frame_container(out, var, "list")
+        return var
+    if type(value) in _DICT_TYPES or (
         isinstance(value, dict) and dataclasses.is_dataclass(type(value))
     ):
         from .variables.dict_views import is_plain_key, wrappable_key
@@ -132,7 +145,7 @@ def wrap_value(out, value, source):
             return Source(f"list({src}.values())[{i}]")  # keys in order are guarded
 
         items = {k: out.wrap(v, item_source(i, k)) for i, (k, v) in enumerate(value.items())}
-        var = DictVar(items, source, py_type=type(value))
+        var = _dict_var(out, value, items, source)
         if source is not None:
             note_frame_container(out, var, "dict")
         return var
@@ -251,16 +264,20 @@ _LIST_ITER = type(iter([]))
 _TUPLE_ITER = type(iter(()))
 
 
-class _OrderedDictClass(BuiltinVar):
-    def __init__(self, cls, source):
-        super().__init__(cls)
+_DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
 
-    def call(self, tx, args, kwargs):
-        from .variables.builtins import _dict
 
-        d = _dict(tx, *args, **kwargs)
-        d.py_type = collections.OrderedDict
-        return d
+def _dict_var(out, value, items, source):
+    from .variables.collections_models import CounterVar, DefaultDictVar
+
+    if type(value) is collections.defaultdict:
+        f = value.default_factory
+        return DefaultDictVar(
+            items, out.wrap(f, source.attr("default_factory") if source else None), source
+        )
+    if type(value) is collections.Counter:
+        return CounterVar(items, source)
+    return DictVar(items, source, py_type=type(value))
 
 
 class OpaqueConstVar(ConstVar):

@@ -507,6 +507,8 @@ class Rebuilder:
                     out.append((_pair(obj, val), lambda p, n=name: setattr(p[0], n, p[1])))
                 for name in var.deleted:
                     out.append((obj, lambda o, n=name: delattr(o, n)))
+            elif hasattr(var, "replay_mutation"):
+                out.append(var.replay_mutation(self))
             elif isinstance(var, ListVar) and var.lazy is not None:
                 # only appended to: extend the list as it is at run time
                 obj = self.from_source(var.source)

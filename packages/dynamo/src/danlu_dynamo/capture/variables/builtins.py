@@ -93,8 +93,10 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
                 a.items + b.items, py_type=a.py_type if a.py_type in (tuple, list) else tuple
             )
         if op in (operator.eq, operator.ne):
-            eq = len(a.items) == len(b.items) and all(
-                compare_eq(tx, x, y) for x, y in zip(a.items, b.items)
+            eq = (
+                _seq_eq_types(a, b)
+                and len(a.items) == len(b.items)
+                and all(compare_eq(tx, x, y) for x, y in zip(a.items, b.items))
             )
             return ConstVar(eq if op is operator.eq else not eq)
     if isinstance(a, SeqVar) and b.is_const() and op in (operator.mul, operator.imul):
@@ -114,7 +116,7 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
         and op in (operator.add, operator.eq, operator.ne)
     ):
         return binary_op(tx, op, _seq_of(a), b)  # (-1,) + shape[1:] with symbolic sizes
-    if isinstance(a, DictVar) and isinstance(b, DictVar):
+    if isinstance(a, DictVar) and isinstance(b, DictVar) and not _counter(a, b):
         if op is operator.or_:
             return DictVar({**a.items, **b.items})
         if op is operator.ior:
@@ -130,6 +132,21 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
     if isinstance(a, ObjectVar) or isinstance(b, ObjectVar):
         return _user_binary(tx, op, a, b)
     raise Unsupported(f"{op.__name__}({a}, {b})")
+
+
+def _counter(*vs) -> bool:
+    import collections
+
+    return any(issubclass(v.py_type, collections.Counter) for v in vs)
+
+
+def _seq_eq_types(a, b) -> bool:
+    """Sequences that can compare equal: tuples (namedtuples, sizes) with tuples, a list
+    with a list, a deque with a deque."""
+    ta, tb = a.py_type, b.py_type
+    if issubclass(ta, tuple) and issubclass(tb, tuple):
+        return True
+    return ta is tb
 
 
 def _sym_items(v: Var) -> bool:
@@ -212,9 +229,10 @@ def identity(a: Var, b: Var):
         b.is_const() and not isinstance(a, ModuleVar | ObjectVar)
     ):
         # a constant vs a tensor/container/function: never the same object
-        if isinstance(a, TensorVar | SeqVar | DictVar) or isinstance(
-            b, TensorVar | SeqVar | DictVar
-        ):
+        from .functions import NestedFunctionVar, UserFunctionVar
+
+        never_const = TensorVar | SeqVar | DictVar | NestedFunctionVar | UserFunctionVar
+        if isinstance(a, never_const) or isinstance(b, never_const):
             return False
     if a.is_const() or b.is_const():
         if isinstance(a, ObjectVar | ModuleVar) or isinstance(b, ObjectVar | ModuleVar):
@@ -287,7 +305,11 @@ class BuiltinVar(Var):
             return ConstVar(getattr(self.fn, name))
         if isinstance(self.fn, type):
             from .objects import ClassVar
+            from .stdlib_models import stdlib_class_var
 
+            model = stdlib_class_var(self.fn)  # dict.fromkeys
+            if model is not None and name in model.attrs:
+                return model.getattr(tx, name)
             return ClassVar(self.fn).getattr(tx, name)
         raise Unsupported(f"attribute {name} of builtin")
 
@@ -421,6 +443,22 @@ def _enumerate(tx, it, start=None):
 def _zip(tx, *its, **kw):
     if kw and not (set(kw) == {"strict"}):
         raise Unsupported("zip keywords")
+    from .stdlib_models import InfiniteIterVar
+
+    if not kw and any(isinstance(i, InfiniteIterVar) for i in its):
+        # zip(count(), xs): step the iterators in order, as eager does, until one ends
+        iters = [i.get_iter(tx) for i in its]
+        out = []
+        while True:
+            row = []
+            for it in iters:
+                v = it.next(tx) if isinstance(it, ListIteratorVar) else None
+                if v is None:
+                    if not isinstance(it, ListIteratorVar):
+                        raise Unsupported(f"zip() over {it}")
+                    return ListIteratorVar(out)
+                row.append(v)
+            out.append(TupleVar(row))
     lists = [_iter_items(tx, i) for i in its]
     if kw.get("strict") is not None and kw["strict"].const() and len({len(x) for x in lists}) > 1:
         raise Unsupported("zip(strict=True) length mismatch")
@@ -664,5 +702,9 @@ from .torch_functions import (  # noqa: E402
 )
 
 __all__ = ["GRAD_CTX_CLASSES", "TorchFnVar", "is_torch_callable", "make_grad_ctx"]
+
+from .stdlib_models import install_function_models  # noqa: E402
+
+install_function_models(_HANDLERS)
 
 builtins_names = set(dir(builtins))

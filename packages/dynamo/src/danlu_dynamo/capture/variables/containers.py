@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import inspect
 import types
 
@@ -280,13 +281,11 @@ class ListVar(SeqVar):
             del self.items[_const_index(args[0])]
             return ConstVar(None)
         if name == "sort":
-            if args or not all(i.is_const() for i in self.items):
-                raise Unsupported("list.sort of non-constants")
-            key = kwargs.get("key")
-            if key is not None and not key.is_const():
-                raise Unsupported("list.sort with a key function")
-            rev = kwargs["reverse"].const() if "reverse" in kwargs else False
-            self.items.sort(key=lambda v: v.const(), reverse=rev)
+            from .stdlib_models import order_by_key
+
+            if args or set(kwargs) - {"key", "reverse"}:
+                raise Unsupported("list.sort arguments")
+            self.items = order_by_key(tx, self.items, kwargs.get("key"), kwargs.get("reverse"))
             return ConstVar(None)
         if name == "remove":
             from .builtins import compare_eq
@@ -367,7 +366,11 @@ class DictVar(Var):
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__getitem__":
-            if self.py_type is not dict and args[0].is_const() and isinstance(args[0].const(), int):
+            if (
+                dataclasses.is_dataclass(self.py_type)  # ModelOutput: out[0] is its first value
+                and args[0].is_const()
+                and isinstance(args[0].const(), int)
+            ):
                 return list(self.items.values())[args[0].const()]
             return self.getitem(tx, args[0])
         if name == "__len__":
