@@ -85,6 +85,9 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
         same = identity(a, b)
         if same is not None:
             return ConstVar(same if op is operator.eq else not same)
+    if _is_deque(a) or _is_deque(b):
+        if op not in (operator.eq, operator.ne) or not isinstance(a, SeqVar | ConstVar):
+            raise Unsupported(f"{op.__name__} with a deque")
     if isinstance(a, SeqVar) and isinstance(b, SeqVar):
         if op in (operator.add, operator.iadd):
             if op is operator.iadd and isinstance(a, ListVar):
@@ -132,6 +135,12 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
     if isinstance(a, ObjectVar) or isinstance(b, ObjectVar):
         return _user_binary(tx, op, a, b)
     raise Unsupported(f"{op.__name__}({a}, {b})")
+
+
+def _is_deque(v) -> bool:
+    import collections
+
+    return isinstance(v, SeqVar) and v.py_type is collections.deque
 
 
 def _counter(*vs) -> bool:

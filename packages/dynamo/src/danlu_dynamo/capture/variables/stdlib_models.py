@@ -38,6 +38,9 @@ def _pick(items: list, index_tuples) -> ListIteratorVar:
     return ListIteratorVar([TupleVar([items[i] for i in t]) for t in index_tuples])
 
 
+MAX_ITEMS = 100_000  # a bound on items drawn from infinite iterators in one trace
+
+
 class InfiniteIterVar(ListIteratorVar):
     """count(), cycle(), repeat(x): item ``i`` made on demand."""
 
@@ -51,6 +54,8 @@ class InfiniteIterVar(ListIteratorVar):
         self.base_index = 0
 
     def next(self, tx):
+        if self.index >= MAX_ITEMS:
+            raise Unsupported(f"itertools.{self.name}() drawn from {MAX_ITEMS} times")
         v = self.item(self.index)
         self.index += 1
         return v
@@ -141,6 +146,8 @@ def _islice(tx, it, *args):
         raise Unsupported(f"{type(e).__name__} from itertools.islice()") from e
     start, stop, step = sl.start or 0, sl.stop, sl.step or 1
     source = it.get_iter(tx)
+    if stop is None and isinstance(source, InfiniteIterVar):
+        raise Unsupported(f"islice() without a stop over itertools.{source.name}() never ends")
     out = []
     i = 0
     while stop is None or i < stop:  # eager consumes up to ``stop`` items, no further
