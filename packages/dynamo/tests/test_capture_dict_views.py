@@ -300,3 +300,11 @@ def test_mutating_size_after_a_break_inside_the_loop_raises_as_eager():
         f(torch.randn(3))
     with pytest.raises(RuntimeError, match="changed size during iteration"):
         danlu_dynamo.optimize(Counter())(f)(torch.randn(3))
+
+
+def test_views_into_sets_and_frozensets():
+    def f(x):
+        d = {"b": 2, "a": 1}
+        return set(d), set(d.keys()), frozenset(d.items()), frozenset(d.values()), x + 1
+
+    run_both(f, _x, expect_graphs=1)

@@ -533,6 +533,15 @@ def _set(tx, it=None):
     return SetVar(_iter_items(tx, it) if it is not None else [])
 
 
+def _frozenset(tx, it=None):
+    if it is None or it.is_const():
+        return None  # folded
+    items = _iter_items(tx, it)
+    if not all(i.is_const() for i in items):
+        raise Unsupported("frozenset of non-constants")
+    return ConstVar(frozenset(i.const() for i in items))
+
+
 def _iter(tx, x):
     return x.get_iter(tx)
 
@@ -682,6 +691,7 @@ _HANDLERS = {
     list: _list,
     dict: _dict,
     set: _set,
+    frozenset: _frozenset,
     iter: _iter,
     next: _next,
     reversed: _reversed,
