@@ -339,3 +339,37 @@ def test_same_results_through_explain_have_no_breaks():
     assert e.graph_break_count == 0 and not e.eager_regions, e.break_reasons
     opt = danlu_dynamo.optimize(Counter())(f)
     assert same(norm(f(*clone(args))), norm(opt(*clone(args))))
+
+
+_NT = collections.namedtuple("_NT", "a b", defaults=[0])
+
+
+def test_namedtuple_helpers():
+    def f(x):
+        p = _NT._make([x, 2])
+        q = type(p)._make(iter([x * 2, 3]))
+        r = p._replace(b=5)
+        return p, q, r, r._asdict(), _NT(x), _NT._fields, _NT._field_defaults, p == (x, 2)
+
+    run_both(f, lambda g: (rand(g, 2),), expect_graphs=1, expect_breaks=None)
+    e = danlu_dynamo.explain(f)(torch.randn(2))
+    assert e.graph_break_count == 0, e.break_reasons
+
+
+def test_containers_compare_the_same_tensor_as_equal_without_eq():
+    def f(x, y):
+        lst = [x]
+        d = {"k": x}
+        return (
+            x in lst,
+            lst.index(x),
+            lst.count(x),
+            [x, 1] == [x, 1],
+            (x, 2) == (x, 2),
+            x in d.values(),
+            ("k", x) in d.items(),
+            d == {"k": x},
+            y * 2,
+        )
+
+    run_both(f, lambda g: (rand(g, 3), rand(g, 3)), expect_graphs=1)

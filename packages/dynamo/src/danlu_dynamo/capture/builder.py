@@ -206,6 +206,10 @@ def wrap_value(out, value, source):
                 # modules come without a source): another function may be there next call
                 g.id_match(src, value)
             return TorchFnVar(value, source)
+    if value is tuple.__new__:  # namedtuple's _make: tuple.__new__(cls, iterable)
+        from .variables.stdlib_models import TupleNewVar
+
+        return TupleNewVar()
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
         self_ = getattr(value, "__self__", None)
         if self_ is None or isinstance(self_, types.ModuleType):

@@ -250,6 +250,11 @@ def identity(a: Var, b: Var):
 
 
 def compare_eq(tx, a: Var, b: Var) -> bool:
+    """Equality as containers decide it (``PyObject_RichCompareBool``): the same object is
+    equal to itself without calling ``__eq__`` (a tensor in a list, a tuple compared with
+    itself)."""
+    if identity(a, b) is True:
+        return True
     r = binary_op(tx, operator.eq, a, b)
     if not r.is_const():
         raise Unsupported("equality that depends on tensor data")

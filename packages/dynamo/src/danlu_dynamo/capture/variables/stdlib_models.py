@@ -456,6 +456,24 @@ class StdlibClassVar(Var):
         return f"StdlibClass({self.cls.__name__})"
 
 
+class TupleNewVar(Var):
+    """``tuple.__new__(cls, iterable)`` (namedtuple's ``_make`` is written with it)."""
+
+    def call(self, tx, args, kwargs):
+        if len(args) not in (1, 2) or kwargs or not args[0].is_const():
+            raise Unsupported("tuple.__new__ with these arguments")
+        cls = args[0].const()
+        if not (isinstance(cls, type) and issubclass(cls, tuple)):
+            raise Unsupported("tuple.__new__ of a non-tuple class")
+        if cls is not tuple and not hasattr(cls, "_fields"):
+            raise Unsupported(f"tuple.__new__ of {cls.__name__}")
+        items = _items(tx, args[1]) if len(args) > 1 else []
+        return TupleVar(items, py_type=cls)
+
+    def reconstruct(self, cg):
+        return lambda ctx: tuple.__new__
+
+
 class _ModelFn(Var):
     def __init__(self, fn, name):
         self.fn = fn
