@@ -8,6 +8,7 @@ import collections
 import functools
 import typing
 
+import pytest
 import torch
 from _containers_common import Counter, clone, norm, rand
 from _programs_common import fresh_seed, same
@@ -259,3 +260,35 @@ def test_no_grad_decorated_function_made_per_call():
 
     first, total = graphs_over_calls(f, lambda g, i: (rand(g, 3).requires_grad_(),))
     assert first == total
+
+
+def _make_counter():
+    count = 0
+
+    def inc(t):
+        nonlocal count
+        count += 1
+        return t * count
+
+    return inc
+
+
+@pytest.mark.parametrize("path", ["bytecode", "segments"])
+def test_nonlocal_write_goes_to_the_cell_of_this_calls_closure(path, monkeypatch):
+    """One cache entry serves every closure of the same code, so a write to a cell must go to
+    the cell of the closure passed in this call, not the one seen while tracing."""
+    from danlu_dynamo import config
+
+    monkeypatch.setattr(config, "capture_path", path)
+
+    def f(g, x):
+        return g(x)
+
+    be = Counter()
+    opt = danlu_dynamo.optimize(be)(f)
+    x = torch.randn(3)
+    for _ in range(3):
+        g_c, g_e = _make_counter(), _make_counter()
+        torch.testing.assert_close(opt(g_c, x), f(g_e, x))
+        torch.testing.assert_close(g_c(x), g_e(x))  # the count each closure holds now
+    assert be.n == 1

@@ -438,12 +438,20 @@ class Rebuilder:
             self._node_index[var.node] = idx
         return lambda ctx, _i=idx: ctx.outs[_i]
 
+    def _cell_from_source(self, cell: CellVar) -> bool:
+        """Read a real cell through its source at run time: always for a cell reached from
+        a value (``L['f'].__closure__[0]``: functions made per call share one cache entry,
+        guarded by their code), and for the frame's own cells on the frame-hook path."""
+        if cell.source is None:
+            return False
+        return self.runtime_cells or not cell.source.expr.startswith(("C[", "K["))
+
     def real_cell(self, cell: CellVar):
         key = ("cell", id(cell))
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        if self.runtime_cells and cell.real is not None and cell.source is not None:
+        if cell.real is not None and self._cell_from_source(cell):
             fn = self.from_source(Source(cell.source.expr))
         elif cell.real is not None:
             real = cell.real
@@ -484,7 +492,7 @@ class Rebuilder:
                 if var.contents is None:
                     continue
                 val = self.rebuild(var.contents)
-                if self.runtime_cells and var.source is not None:
+                if self._cell_from_source(var):
                     get = self.from_source(Source(var.source.expr))
                     out.append((_pair(get, val), lambda p: setattr(p[0], "cell_contents", p[1])))
                     continue
