@@ -110,3 +110,19 @@ def test_unhashable_or_tensor_keys_break_cleanly():
         return d[x] + 1, x * 2
 
     run_both(f, _x, expect_breaks=None)
+
+
+def test_input_dict_with_module_keys_applied():
+    lin = torch.nn.Linear(4, 4)
+
+    def f(x, d):
+        for m, s in d.items():
+            x = m(x) * s
+        return x
+
+    be = run_both(f, lambda g: (rand(g, 2, 4), {lin: 2.0, _relu: 0.5}), expect_graphs=1)
+    opt = danlu_dynamo.optimize(be)(f)
+    with torch.no_grad():
+        lin.weight.mul_(-1)  # parameters are graph inputs, read from the key at run time
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(opt(x, {lin: 2.0, _relu: 0.5}), f(x, {lin: 2.0, _relu: 0.5}))

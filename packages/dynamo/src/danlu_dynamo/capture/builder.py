@@ -145,6 +145,12 @@ def wrap_value(out, value, source):
             return Source(f"list({src}.values())[{i}]")  # keys in order are guarded
 
         items = {k: out.wrap(v, item_source(i, k)) for i, (k, v) in enumerate(value.items())}
+        if source is not None:
+            for i, k in enumerate(value):
+                if not is_const_value(k) and not isinstance(k, enum.Enum | tuple):
+                    # a module/class/function key: read back through the dict (parameters
+                    # of a module key are graph inputs)
+                    out.wrap(k, Source(f"list({src}.keys())[{i}]"))
         var = _dict_var(out, value, items, source)
         if source is not None:
             note_frame_container(out, var, "dict")
