@@ -373,3 +373,32 @@ def test_containers_compare_the_same_tensor_as_equal_without_eq():
         )
 
     run_both(f, lambda g: (rand(g, 3), rand(g, 3)), expect_graphs=1)
+
+
+def test_deque_mutated_while_iterating_raises_as_eager():
+    def f(x):
+        d = collections.deque([x, x + 1])
+        for t in d:
+            d.append(t)
+        return d
+
+    def g(x):
+        d = collections.deque([x, x + 1])
+        for t in d:
+            if (t.sum() > -1e9).item():  # a break: the loop goes on in plain Python
+                d.append(t)
+        return d
+
+    for fn in (f, g):
+        with pytest.raises(RuntimeError, match="deque mutated during iteration"):
+            fn(torch.randn(2))
+        with pytest.raises(RuntimeError, match="deque mutated during iteration"):
+            danlu_dynamo.optimize(Counter())(fn)(torch.randn(2))
+
+    def ok(x):
+        d = collections.deque([x, x + 1])
+        out = [t * 2 for t in d]
+        d.append(x)
+        return out, d
+
+    run_both(ok, lambda gen: (rand(gen, 2),), expect_graphs=1)

@@ -29,8 +29,12 @@ class DequeVar(SeqVar):
         super().__init__([], source)
         self.maxlen = maxlen
         self.mutated = False
+        self.version = 0  # every mutation: a live iterator fails its next step, as eager's
         for v in items:
             self._append(v)
+
+    def get_iter(self, tx):
+        return _DequeIterVar(self)
 
     def is_const(self):
         return False
@@ -83,6 +87,7 @@ class DequeVar(SeqVar):
             note_mutation(tx, self, "list")
             tx.output.side_effects.mutate(self)
             self.mutated = True
+            self.version += 1
         items = self.items
         if name == "append" or name == "appendleft":
             self._append(args[0], left=name == "appendleft")
@@ -130,7 +135,7 @@ class DequeVar(SeqVar):
         if name == "copy":
             return DequeVar(list(items), self.maxlen)
         if name == "__iter__":
-            return ListIteratorVar(list(items))
+            return self.get_iter(tx)
         if name == "__reversed__":
             return ListIteratorVar(list(reversed(items)))
         return super().call_method(tx, name, args, kwargs)
@@ -155,6 +160,49 @@ class DequeVar(SeqVar):
 
     def __repr__(self):
         return f"deque({self.items!r}, maxlen={self.maxlen})"
+
+
+class _DequeIterVar(ListIteratorVar):
+    """iter(deque): fails at its next step once the deque was mutated (eager raises
+    RuntimeError then; the rebuilt iterator does too)."""
+
+    def __init__(self, deque_var: DequeVar):
+        super().__init__(list(deque_var.items))
+        self.deque_var = deque_var
+        self.version = deque_var.version
+
+    def _stale(self):
+        return self.deque_var.version != self.version
+
+    def next(self, tx):
+        if self._stale():
+            raise Unsupported(_DEQUE_MUTATED)
+        return super().next(tx)
+
+    def unpack(self, tx):
+        if self._stale():
+            raise Unsupported(_DEQUE_MUTATED)
+        return super().unpack(tx)
+
+    def reconstruct(self, cg):
+        from .dict_views import _RaisingIterator
+
+        if self._stale():
+            return lambda ctx: _RaisingIterator(_DEQUE_MUTATED)
+        if self.deque_var.source is not None and self.deque_var.mutated:
+            return super().reconstruct(cg)  # replayed after the rebuild: a plain iterator
+        d, n = cg.rebuild(self.deque_var), self.index
+
+        def real(ctx):  # the real iterator, so eager code that mutates the deque sees it
+            it = iter(d(ctx))
+            for _ in range(n):
+                next(it)
+            return it
+
+        return real
+
+
+_DEQUE_MUTATED = "deque mutated during iteration"
 
 
 def _deque(tx, iterable=None, maxlen=None):
