@@ -12,6 +12,7 @@ from ..exc import Unsupported
 from .base import FOLDABLE, ConstVar, NullVar, Var
 from .containers import DictVar, ListIteratorVar, ListVar, SeqVar, SetVar, TupleVar
 from .dict_views import DictViewVar, dict_key, view_binary
+from .lazy_iter import any_shared, lazy_enumerate, lazy_filter, lazy_map, lazy_zip
 from .symbolic import SymNumVar, sym_binary
 from .tensor import TensorVar
 
@@ -449,6 +450,8 @@ def _range(tx, *args):
 
 def _enumerate(tx, it, start=None):
     s = start.const() if start is not None else 0
+    if any_shared(tx, [it]):  # pull from it one step at a time, as eager does
+        return lazy_enumerate(tx, it, s)
     return ListIteratorVar(
         [TupleVar([ConstVar(i + s), v]) for i, v in enumerate(_iter_items(tx, it))]
     )
@@ -459,6 +462,8 @@ def _zip(tx, *its, **kw):
         raise Unsupported("zip keywords")
     from .stdlib_models import InfiniteIterVar
 
+    if any_shared(tx, its):  # zip(it, it): pull one step at a time, as eager does
+        return lazy_zip(tx, its, strict=bool(kw.get("strict", ConstVar(False)).truth(tx)))
     if not kw and any(isinstance(i, InfiniteIterVar) for i in its):
         # zip(count(), xs): step the iterators in order, as eager does, until one ends
         iters = [i.get_iter(tx) for i in its]
@@ -598,11 +603,15 @@ def _type(tx, x, *rest):
 
 
 def _map(tx, fn, *its):
+    if any_shared(tx, its):
+        return lazy_map(tx, fn, its)
     lists = [_iter_items(tx, i) for i in its]
     return ListIteratorVar([fn.call(tx, list(a), {}) for a in zip(*lists)])
 
 
 def _filter(tx, fn, it):
+    if any_shared(tx, [it]):
+        return lazy_filter(tx, fn, it)
     out = []
     for v in _iter_items(tx, it):
         keep = (

@@ -19,9 +19,17 @@ import operator
 from ..exc import Unsupported
 from .base import ConstVar, Var
 from .containers import ListIteratorVar, ListVar, TupleVar
+from .lazy_iter import any_shared, lazy_chain, lazy_filter, lazy_islice, refuse_shared
 
 
 def _items(tx, v: Var) -> list:
+    return v.unpack(tx)
+
+
+def _all_of(tx, name, v: Var) -> list:
+    """The items of ``v`` for a helper that is lazy in eager: ``v`` must not be an iterator
+    other code also reads (taking all its items now would take theirs)."""
+    refuse_shared(tx, f"itertools.{name}", [v])
     return v.unpack(tx)
 
 
@@ -74,11 +82,16 @@ class InfiniteIterVar(ListIteratorVar):
 
 
 def _chain(tx, *its):
+    if any_shared(tx, its):
+        return lazy_chain(tx, its)
     return ListIteratorVar([v for it in its for v in _items(tx, it)])
 
 
 def _chain_from_iterable(tx, it):
-    return ListIteratorVar([v for sub in _items(tx, it) for v in _items(tx, sub)])
+    subs = _all_of(tx, "chain.from_iterable", it)
+    if any_shared(tx, subs):
+        return lazy_chain(tx, subs)
+    return ListIteratorVar([v for sub in subs for v in _items(tx, sub)])
 
 
 def _product(tx, *its, repeat=None):
@@ -106,6 +119,7 @@ def _positions(fn):
 
 
 def _zip_longest(tx, *its, fillvalue=None):
+    refuse_shared(tx, "itertools.zip_longest", its)
     lists = [_items(tx, it) for it in its]
     fill = fillvalue if fillvalue is not None else ConstVar(None)
     n = max((len(lst) for lst in lists), default=0)
@@ -117,7 +131,7 @@ def _zip_longest(tx, *its, fillvalue=None):
 def _accumulate(tx, it, func=None, *, initial=None):
     from .builtins import binary_op
 
-    items = _items(tx, it)
+    items = _all_of(tx, "accumulate", it)
     if func is not None and func.is_const() and func.const() is None:
         func = None
     if initial is not None and initial.is_const() and initial.const() is None:
@@ -145,6 +159,8 @@ def _islice(tx, it, *args):
     except (TypeError, ValueError) as e:
         raise Unsupported(f"{type(e).__name__} from itertools.islice()") from e
     start, stop, step = sl.start or 0, sl.stop, sl.step or 1
+    if any_shared(tx, [it]):
+        return lazy_islice(tx, it, start, stop, step)
     source = it.get_iter(tx)
     if stop is None and isinstance(source, InfiniteIterVar):
         raise Unsupported(f"islice() without a stop over itertools.{source.name}() never ends")
@@ -184,7 +200,7 @@ def _count(tx, start=None, step=None):
 
 
 def _cycle(tx, it):
-    items = _items(tx, it)
+    items = _all_of(tx, "cycle", it)
     if not items:
         return ListIteratorVar([])
 
@@ -197,18 +213,19 @@ def _cycle(tx, it):
 
 
 def _pairwise(tx, it):
-    items = _items(tx, it)
+    items = _all_of(tx, "pairwise", it)
     return ListIteratorVar([TupleVar([a, b]) for a, b in zip(items, items[1:])])
 
 
 def _starmap(tx, fn, it):
-    return ListIteratorVar([fn.call(tx, _items(tx, args), {}) for args in _items(tx, it)])
+    rows = _all_of(tx, "starmap", it)
+    return ListIteratorVar([fn.call(tx, _items(tx, args), {}) for args in rows])
 
 
 def _while(take: bool):
     def h(tx, pred, it):
         out = []
-        items = _items(tx, it)
+        items = _all_of(tx, "takewhile" if take else "dropwhile", it)
         for i, v in enumerate(items):
             if not pred.call(tx, [v], {}).truth(tx):
                 return ListIteratorVar(out if take else items[i:])
@@ -219,11 +236,14 @@ def _while(take: bool):
 
 
 def _compress(tx, data, selectors):
+    refuse_shared(tx, "itertools.compress", [data, selectors])
     pairs = zip(_items(tx, data), _items(tx, selectors))
     return ListIteratorVar([d for d, s in pairs if s.truth(tx)])
 
 
 def _filterfalse(tx, pred, it):
+    if any_shared(tx, [it]):
+        return lazy_filter(tx, pred, it, keep_true=False)
     keep = []
     for v in _items(tx, it):
         t = v.truth(tx) if pred.is_const() and pred.const() is None else None
@@ -307,7 +327,7 @@ class _GroupVar(ListIteratorVar):
 def _groupby(tx, it, key=None):
     from .builtins import compare_eq
 
-    items = _items(tx, it)
+    items = _all_of(tx, "groupby", it)
     if key is not None and key.is_const() and key.const() is None:
         key = None
     keys = [key.call(tx, [v], {}) if key is not None else v for v in items]
