@@ -247,8 +247,10 @@ def wrap_value(out, value, source):
             "CONSTANT_MATCH", src, f"{src}.__reduce__()[2:] == {(idx,) if len(red) > 2 else ()!r}"
         )
         seq_var = out.wrap(seq, seq_src)
-        from .variables.containers import ListIteratorVar
+        from .variables.containers import ListIteratorVar, ListLiveIterVar
 
+        if type(value) is _LIST_ITER and isinstance(seq_var, ListVar) and len(red) > 2:
+            return ListLiveIterVar(seq_var, index=idx, source=source)  # sees appends
         return ListIteratorVar(seq_var.items[idx:], source=source, base_index=idx)
     if isinstance(value, (types.GeneratorType, types.CoroutineType)):
         raise Unsupported("generator object from outside the frame")

@@ -503,8 +503,9 @@ class Translator(BuildingOpcodes):
         op = INPLACE.get(sym) or BINARY.get(sym)
         if op is None:
             raise Unsupported(f"binary op {sym}")
-        if op in INPLACE.values() and isinstance(a, ListVar) and sym == "+=":
-            self.push(a.call_method(self, "__iadd__", [b], {}))
+        if op in INPLACE.values() and isinstance(a, ListVar) and sym in ("+=", "*="):
+            # in place: other names of the list see the change
+            self.push(a.call_method(self, "__iadd__" if sym == "+=" else "__imul__", [b], {}))
             return
         self.push(binary_op(self, op, a, b))
 

@@ -220,6 +220,9 @@ class ListVar(SeqVar):
     def is_const(self):
         return False
 
+    def get_iter(self, tx):
+        return ListLiveIterVar(self)
+
     def call_method(self, tx, name, args, kwargs):
         if self.lazy is not None and name in ("append", "extend", "__iadd__"):
             if len(args) != 1 or kwargs:
@@ -245,6 +248,7 @@ class ListVar(SeqVar):
             "remove",
             "sort",
             "__iadd__",
+            "__imul__",
         }
         if name in mutating:
             note_mutation(tx, self, "list")
@@ -256,6 +260,12 @@ class ListVar(SeqVar):
         if name in ("extend", "__iadd__"):
             self.items.extend(args[0].unpack(tx))
             return self if name == "__iadd__" else ConstVar(None)
+        if name == "__imul__":
+            n = _const_index(args[0])
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise Unsupported("list *= a non-int")
+            self.items[:] = self.items * n
+            return self
         if name == "insert":
             self.items.insert(_const_index(args[0]), args[1])
             return ConstVar(None)
@@ -570,6 +580,58 @@ class ListIteratorVar(Var):
             return cg.from_source(self.source)  # the real iterator, advanced by the replay
         parts = [cg.rebuild(i) for i in self.items[self.index :]]
         return lambda ctx: iter([p(ctx) for p in parts])
+
+
+class ListLiveIterVar(ListIteratorVar):
+    """``iter(lst)``: like CPython's list iterator, reads the list at its index at each step,
+    so items appended while iterating are seen (``for node in queue: queue.append(...)``).
+    Rebuilt as a real iterator of the rebuilt list at the same index. With a source it is a
+    list iterator from the frame state (``base_index`` 0, ``index`` absolute)."""
+
+    def __init__(self, list_var, index=0, source=None):
+        self.list_var = list_var
+        self.index = index
+        self.source = source
+        self.base_index = 0
+        self.exhausted = False
+
+    @property
+    def items(self):
+        return self.list_var.items
+
+    def next(self, tx):
+        if self.exhausted:
+            return None
+        tx.output.side_effects.mutate(self)
+        items = self.list_var.items
+        if self.index >= len(items):
+            self.exhausted = True  # CPython drops the list: later appends are not seen
+            return None
+        self.index += 1
+        return items[self.index - 1]
+
+    def unpack(self, tx):
+        out = []
+        while (v := self.next(tx)) is not None:
+            out.append(v)
+        return out
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.from_source(self.source)
+        if self.exhausted:
+            return lambda ctx: iter([])
+        lst, n = cg.rebuild(self.list_var), self.index
+
+        def real(ctx):
+            it = iter(lst(ctx))
+            it.__setstate__(n)
+            return it
+
+        return real
+
+    def __repr__(self):
+        return f"iter({self.list_var!r} at {self.index})"
 
 
 def wrap_const_container(v):
