@@ -14,6 +14,7 @@ import types
 import torch
 
 from .exc import Unsupported
+from .guard_codegen import _types
 from .source import Source
 from .variables.base import ConstVar, Var, is_const_value
 from .variables.builtins import (
@@ -256,10 +257,19 @@ def wrap_value(out, value, source):
         raise Unsupported("generator object from outside the frame")
     if type(value) is set and all(is_const_value(x) for x in value):
         if src is not None:
-            g.add("SET_MATCH", src, f"{src} == {g._const(frozenset(value))}")
+            # equal sets can iterate in other orders (insertion history): guard the order
+            order = list(value)
+            g.add(
+                "SET_MATCH",
+                src,
+                f"type({src}) is set and list({src}) == {g._const(order)} and "
+                f"___types({src}) == {g._const(_types(order))}",
+            )
         from .variables.containers import SetVar
 
-        var = SetVar([ConstVar(x) for x in value], source)
+        var = SetVar.from_frame(value, source) if source is not None else SetVar([])
+        if source is None:
+            var.update_from(None, ConstVar(frozenset(value)))
         if source is not None:
             note_frame_container(out, var, "set")
         return var

@@ -95,8 +95,7 @@ class BuildingOpcodes:
 
     def SET_UPDATE(self, inst):
         v = self.pop()
-        for i in v.unpack(self):
-            self.stack[-inst.arg].add(i)
+        self.stack[-inst.arg].update_from(self, v)
 
     def DICT_UPDATE(self, inst):
         v = self.pop()

@@ -540,7 +540,10 @@ def _dict(tx, it=None, **kw):
 
 
 def _set(tx, it=None):
-    return SetVar(_iter_items(tx, it) if it is not None else [])
+    s = SetVar([])
+    if it is not None:
+        s.update_from(tx, it)  # set(a_set) copies its table, as eager's does
+    return s
 
 
 def _frozenset(tx, it=None):

@@ -276,7 +276,7 @@ def _real(tx, v: Var):
             return {k: _item_value(x) for k, x in d.items()}.items()
         raise Unsupported("set operation on dict values")
     if isinstance(v, SetVar):
-        return {i.const() for i in v.items}
+        return v.real
     if isinstance(v, DictVar):
         return dict.fromkeys(v.items)
     if isinstance(v, SeqVar):
@@ -315,6 +315,13 @@ def _item_value(x: Var):
     raise Unsupported(f"set operation on dict items holding {x}")
 
 
+def _recipe(v: Var, real):
+    """A function ``env -> real`` making the operand again at run time (see sets.py)."""
+    if isinstance(v, SetVar):
+        return v.recipe, v.deps
+    return (lambda env: real), set()  # views, dicts, sequences, constants: not mutated
+
+
 def set_like_op(tx, op, a: Var, b: Var) -> Var:
     ra, rb = _real(tx, a), _real(tx, b)
     try:
@@ -328,7 +335,10 @@ def set_like_op(tx, op, a: Var, b: Var) -> Var:
     if isinstance(r, set):
         if any(isinstance(x, tuple) and any(isinstance(i, _TensorStandIn) for i in x) for x in r):
             raise Unsupported("a set of dict items holding tensors")
-        return SetVar([key_var(tx.output, x) for x in r])
+        if not all(is_const_value(x) for x in r):
+            raise Unsupported("a set of keys that are not constants")
+        (fa, da), (fb, db) = _recipe(a, ra), _recipe(b, rb)
+        return SetVar.made_by(r, lambda env: op(fa(env), fb(env)), da | db)
     raise Unsupported(f"set operation result {type(r).__name__}")
 
 
@@ -357,16 +367,18 @@ def _set_inplace(tx, op, a: SetVar, b: Var) -> Var:
         b.is_const() and isinstance(b.const(), frozenset | set)
     ):
         raise Unsupported("in-place set operation with a non-set")
-    r = set_like_op(tx, op, a, b)
-    if a.source is not None:
-        if op is not operator.or_:
-            raise Unsupported("in-place set operation removing items from a set of the inputs")
-        from .containers import note_mutation
-
-        note_mutation(tx, a, "set")
-        tx.output.side_effects.mutate(a)
-    a.items = r.items
-    return a
+    inplace = {
+        operator.or_: operator.ior,
+        operator.and_: operator.iand,
+        operator.sub: operator.isub,
+        operator.xor: operator.ixor,
+    }[op]
+    rb = _real(tx, b)
+    fb, db = _recipe(b, rb)
+    try:
+        return a.inplace(tx, inplace, rb, fb, db)
+    except TypeError as e:
+        raise Unsupported(f"TypeError in an in-place set operation: {e}") from e
 
 
 DICT_ITER_TYPES = tuple(type(iter(getattr({}, k)())) for k in _KINDS) + tuple(
