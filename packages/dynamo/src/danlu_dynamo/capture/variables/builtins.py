@@ -549,6 +549,8 @@ def _set(tx, it=None):
 def _frozenset(tx, it=None):
     if it is None or it.is_const():
         return None  # folded
+    if isinstance(it, SetVar):
+        return ConstVar(frozenset(it.real))  # merged table to table, as eager does
     items = _iter_items(tx, it)
     if not all(i.is_const() for i in items):
         raise Unsupported("frozenset of non-constants")
