@@ -89,3 +89,18 @@ def test_order_after_in_place_operations_methods_and_copies():
 
     for _ in range(3):
         run_both(f, lambda g: (rand(g, 2), set(WORDS[::3])), expect_graphs=1)
+
+
+def test_input_set_changed_in_the_frame_keeps_eager_order():
+    def f(x, s):
+        for w in reversed(WORDS):
+            s.add(w + "!")
+        s |= {"m1", "m2"}
+        return x + 1
+
+    opt = danlu_dynamo.optimize(Counter())(f)
+    for _ in range(3):
+        s_e, s_c = set(WORDS[::2]), set(WORDS[::2])
+        x = torch.randn(2)
+        torch.testing.assert_close(opt(x, s_c), f(x, s_e))
+        assert list(s_c) == list(s_e)  # the same changes, in the same order

@@ -26,7 +26,6 @@ from .variables.containers import (
     ListIteratorVar,
     ListVar,
     SeqVar,
-    SetVar,
     TupleVar,
 )
 from .variables.objects import CellVar, ModuleVar, ObjectVar
@@ -536,10 +535,6 @@ class Rebuilder:
                         lambda p: p[0].__setitem__(slice(None), p[1]),
                     )
                 )
-            elif isinstance(var, SetVar):  # only added to (constants): add them at run time
-                obj = self.from_source(var.source)
-                vals = {i.const() for i in var.items}
-                out.append((obj, lambda s, vals=vals: s.update(vals)))
             elif isinstance(var, DictVar):
                 obj = self.from_source(var.source)
                 items = {k: self.rebuild(i) for k, i in var.items.items()}

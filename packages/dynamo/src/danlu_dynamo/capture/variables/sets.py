@@ -29,6 +29,12 @@ def _updated(s, other):
     return s
 
 
+def _triples(changes):
+    """(kind, value to add, recipe of the ``|=`` operand) per change."""
+    for kind, a, _deps in changes:
+        yield (kind, a, None) if kind == "add" else (kind, None, a)
+
+
 def _const(x):
     return lambda env: x
 
@@ -40,6 +46,9 @@ class SetVar(Var):
         self.recipe = lambda env: set()  # env(source SetVar) -> its real set
         self.deps = set()  # the SetVars with a source the recipe reads
         self.source = source
+        # a set from the frame state: its changes, in order, replayed on it after the graph
+        # (("add", value) or ("ior", recipe of the other operand, its deps))
+        self.changes: list = []
         for i in items:
             self.add(i)
 
@@ -92,6 +101,8 @@ class SetVar(Var):
             raise Unsupported(f"unhashable set item {type(c).__name__}") from e
         if not present:
             self._own()
+            if self.source is not None:
+                self.changes.append(("add", c, None))
             self.real.add(c)
             self.vars[c] = v
             prev = self.recipe
@@ -123,6 +134,8 @@ class SetVar(Var):
             note_mutation(tx, self, "set")
             tx.output.side_effects.mutate(self)
         self._own()
+        if self.source is not None:
+            self.changes.append(("ior", other_recipe, set(other_deps)))
         op(self.real, other_real)
         for x in self.real:
             self.vars.setdefault(x, ConstVar(x))
@@ -184,6 +197,33 @@ class SetVar(Var):
             mine = self.recipe
             return SetVar.made_by(self.real.copy(), lambda env: mine(env).copy(), self.deps)
         raise Unsupported(f"set.{name}")
+
+    def replay_mutation(self, cg):
+        """(inputs, apply) for the replays: this set's changes made again on the real set in
+        their order (adds one by one, ``|=`` merging), so its order stays eager's."""
+        obj = cg.from_source(self.source)
+        deps = {}
+        for _, _, ds in self.changes:
+            for d in ds or ():
+                deps[id(d)] = cg.rebuild(d)
+        changes = list(self.changes)
+
+        def inputs(ctx):
+            def env(v):
+                return deps[id(v)](ctx)
+
+            operands = [c if kind == "add" else f(env) for kind, c, f in _triples(changes)]
+            return obj(ctx), operands
+
+        def apply(p):
+            real, operands = p
+            for (kind, _, _), x in zip(changes, operands):
+                if kind == "add":
+                    real.add(x)
+                else:
+                    real |= x
+
+        return inputs, apply
 
     def reconstruct(self, cg):
         if self.source is not None:
