@@ -18,12 +18,7 @@ import danlu_dynamo  # noqa: E402
 
 # Snippets that still give a wrong result or raise on their own, and why. Each is checked to
 # still fail (strict xfail): a fix shows up as a test to update, not as silence.
-KNOWN_WRONG = {
-    "dict_keys_view": "dict views are snapshots, not views of the live dict",
-    "dict_values_view": "dict views are snapshots, not views of the live dict",
-    "dict_items_view": "dict views are snapshots, not views of the live dict",
-    "dict_keys_setops": "set operations on dict key views are not modelled",
-}
+KNOWN_WRONG: dict[str, str] = {}
 # Snippets that compile again on every call (a value they change is guarded by value).
 RECOMPILES_EACH_CALL = {
     "try_finally": "a counter in a global dict is guarded by value",

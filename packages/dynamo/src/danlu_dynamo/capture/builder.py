@@ -14,6 +14,7 @@ import types
 import torch
 
 from .exc import Unsupported
+from .guard_codegen import _types
 from .source import Source
 from .variables.base import ConstVar, Var, is_const_value
 from .variables.builtins import (
@@ -40,6 +41,12 @@ class GradCtxClassVar(ClassVar):
         from .variables.builtins import make_grad_ctx
 
         return make_grad_ctx(self.cls, args, kwargs)
+
+
+def _made_per_call(fn) -> bool:
+    code = fn.__code__
+    name = getattr(code, "co_qualname", fn.__qualname__)
+    return "<locals>" in name or code.co_name == "<lambda>"
 
 
 def _is_user_function(fn) -> bool:
@@ -89,15 +96,18 @@ def wrap_value(out, value, source):
     if isinstance(value, type):
         if src is not None:
             g.id_match(src, value)
+        from .variables.stdlib_models import stdlib_class_var
+
+        model = stdlib_class_var(value) if value is not dict else None
+        if model is not None:  # itertools.chain, collections.deque, ...
+            return model
         if value in GRAD_CTX_CLASSES:
             return GradCtxClassVar(value, source)
         if value is torch.autocast or value is torch.cpu.amp.autocast:
             from .variables.objects import AutocastClassVar
 
             return AutocastClassVar(value, source)
-        if value.__module__ == "builtins" or value in (collections.OrderedDict, functools.partial):
-            if value is collections.OrderedDict:
-                return _OrderedDictClass(value, source)
+        if value.__module__ == "builtins" or value is functools.partial:
             return BuiltinVar(value)
         if value is torch.set_grad_enabled:
             return TorchFnVar(value, source)
@@ -120,17 +130,42 @@ def wrap_value(out, value, source):
         if type(value) is list:
             return ListVar(items, source)
         return TupleVar(items, source, py_type=type(value))
-    if type(value) in (dict, collections.OrderedDict) or (
+    if type(value) is collections.deque and source is not None:
+        from .variables.collections_models import DequeVar
+
+        g.length(src, value)
+        g.add("DEQUE_MAXLEN", src, f"{src}.maxlen == {value.maxlen!r}")
+        items = [out.wrap(v, source.item(i)) for i, v in enumerate(value)]
+        var = DequeVar([], value.maxlen, source)
+        var.items = items
+        note_frame_container(out, var, "list")
+        return var
+    if type(value) in _DICT_TYPES or (
         isinstance(value, dict) and dataclasses.is_dataclass(type(value))
     ):
-        if not all(is_const_value(k) for k in value):
-            raise Unsupported("dict with non-constant keys")
+        from .variables.dict_views import is_plain_key, wrappable_key
+
+        bad = next((k for k in value if not wrappable_key(k)), None)
+        if bad is not None:
+            raise Unsupported(f"dict with a key of type {type(bad).__name__}")
         if src is not None:
-            g.dict_keys(src, value)
-        items = {
-            k: out.wrap(v, source.item(k) if source is not None else None) for k, v in value.items()
-        }
-        var = DictVar(items, source, py_type=type(value))
+            g.dict_keys(src, value)  # equal by value (constants) or identity (the others)
+
+        def item_source(i, k):
+            if source is None:
+                return None
+            if is_plain_key(k):
+                return source.item(k)
+            return Source(f"list({src}.values())[{i}]")  # keys in order are guarded
+
+        items = {k: out.wrap(v, item_source(i, k)) for i, (k, v) in enumerate(value.items())}
+        if source is not None:
+            for i, k in enumerate(value):
+                if not is_const_value(k) and not isinstance(k, enum.Enum | tuple):
+                    # a module/class/function key: read back through the dict (parameters
+                    # of a module key are graph inputs)
+                    out.wrap(k, Source(f"list({src}.keys())[{i}]"))
+        var = _dict_var(out, value, items, source)
         if source is not None:
             note_frame_container(out, var, "dict")
         return var
@@ -146,10 +181,25 @@ def wrap_value(out, value, source):
     if special is not None:  # lru_cache functions, logging.<level>()
         return special
     if isinstance(value, (types.FunctionType,)):
+        if not _is_user_function(value) and is_torch_callable(value):
+            if src is not None:
+                g.id_match(src, value)
+            return TorchFnVar(value, source)
+        if src is not None and _made_per_call(value):
+            # A nested function or lambda is a new object each time its ``def`` runs (a
+            # closure made per call, a decorator's wrapper): guard what it runs, not which
+            # object it is. Its closure, defaults and attributes are read (and guarded)
+            # through this source; its identity is guarded when the trace decides on it.
+            g.add(
+                "FUNCTION_CODE",
+                src,
+                f"type({src}) is {g._const(types.FunctionType)} and "
+                f"{src}.__code__ is {g._const(value.__code__)} and "
+                f"{src}.__globals__ is {g._const(value.__globals__)}",
+            )
+            return UserFunctionVar(value, source, pin=lambda: g.id_match(src, value))
         if src is not None:
             g.id_match(src, value)
-        if not _is_user_function(value) and is_torch_callable(value):
-            return TorchFnVar(value, source)
         return UserFunctionVar(value, source)
     if isinstance(value, types.MethodType):
         self_src = source.attr("__self__") if source is not None else None
@@ -160,16 +210,13 @@ def wrap_value(out, value, source):
     if isinstance(value, functools.partial):
         if src is not None:
             g.type_match(src, value)
+        # args and keywords as containers: their length and keyword names are guarded
+        args = out.wrap(value.args, source.attr("args") if source else None)
+        kw = out.wrap(value.keywords, source.attr("keywords") if source else None)
         return PartialVar(
             out.wrap(value.func, source.attr("func") if source else None),
-            [
-                out.wrap(a, source.attr("args").item(i) if source else None)
-                for i, a in enumerate(value.args)
-            ],
-            {
-                k: out.wrap(v, source.attr("keywords").item(k) if source else None)
-                for k, v in value.keywords.items()
-            },
+            [ConstVar(a) for a in args.const()] if args.is_const() else list(args.items),
+            dict(kw.items),
         )
     if callable(value) and is_torch_callable(value):
         if isinstance(
@@ -187,6 +234,10 @@ def wrap_value(out, value, source):
                 # modules come without a source): another function may be there next call
                 g.id_match(src, value)
             return TorchFnVar(value, source)
+    if value is tuple.__new__:  # namedtuple's _make: tuple.__new__(cls, iterable)
+        from .variables.stdlib_models import TupleNewVar
+
+        return TupleNewVar()
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
         self_ = getattr(value, "__self__", None)
         if self_ is None or isinstance(self_, types.ModuleType):
@@ -196,6 +247,16 @@ def wrap_value(out, value, source):
         raise Unsupported(f"bound C method {value!r}")
     if isinstance(value, (torch.finfo, torch.iinfo)):
         return OpaqueConstVar(value)
+    from .variables.dict_views import DICT_ITER_TYPES
+
+    if type(value) in DICT_ITER_TYPES and source is not None:
+        # A dict iterator in the frame state (a loop resumed after a break): its remaining
+        # items, from __reduce__; what the trace consumes is replayed by next() calls.
+        from .variables.containers import ListIteratorVar
+
+        g.type_match(src, value)
+        rest = out.wrap(value.__reduce__()[1][0], Source(f"{src}.__reduce__()[1][0]"))
+        return ListIteratorVar(rest.items, source=source, base_index=None)
     if type(value) in (_LIST_ITER, _TUPLE_ITER) and source is not None:
         red = value.__reduce__()
         if len(red[1]) != 1 or not isinstance(red[1][0], (list, tuple)):
@@ -208,17 +269,28 @@ def wrap_value(out, value, source):
             "CONSTANT_MATCH", src, f"{src}.__reduce__()[2:] == {(idx,) if len(red) > 2 else ()!r}"
         )
         seq_var = out.wrap(seq, seq_src)
-        from .variables.containers import ListIteratorVar
+        from .variables.containers import ListIteratorVar, ListLiveIterVar
 
+        if type(value) is _LIST_ITER and isinstance(seq_var, ListVar) and len(red) > 2:
+            return ListLiveIterVar(seq_var, index=idx, source=source)  # sees appends
         return ListIteratorVar(seq_var.items[idx:], source=source, base_index=idx)
     if isinstance(value, (types.GeneratorType, types.CoroutineType)):
         raise Unsupported("generator object from outside the frame")
     if type(value) is set and all(is_const_value(x) for x in value):
         if src is not None:
-            g.add("SET_MATCH", src, f"{src} == {g._const(frozenset(value))}")
+            # equal sets can iterate in other orders (insertion history): guard the order
+            order = list(value)
+            g.add(
+                "SET_MATCH",
+                src,
+                f"type({src}) is set and list({src}) == {g._const(order)} and "
+                f"___types({src}) == {g._const(_types(order))}",
+            )
         from .variables.containers import SetVar
 
-        var = SetVar([ConstVar(x) for x in value], source)
+        var = SetVar.from_frame(value, source) if source is not None else SetVar([])
+        if source is None:
+            var.update_from(None, ConstVar(frozenset(value)))
         if source is not None:
             note_frame_container(out, var, "set")
         return var
@@ -235,16 +307,20 @@ _LIST_ITER = type(iter([]))
 _TUPLE_ITER = type(iter(()))
 
 
-class _OrderedDictClass(BuiltinVar):
-    def __init__(self, cls, source):
-        super().__init__(cls)
+_DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
 
-    def call(self, tx, args, kwargs):
-        from .variables.builtins import _dict
 
-        d = _dict(tx, *args, **kwargs)
-        d.py_type = collections.OrderedDict
-        return d
+def _dict_var(out, value, items, source):
+    from .variables.collections_models import CounterVar, DefaultDictVar
+
+    if type(value) is collections.defaultdict:
+        f = value.default_factory
+        return DefaultDictVar(
+            items, out.wrap(f, source.attr("default_factory") if source else None), source
+        )
+    if type(value) is collections.Counter:
+        return CounterVar(items, source)
+    return DictVar(items, source, py_type=type(value))
 
 
 class OpaqueConstVar(ConstVar):
@@ -271,7 +347,7 @@ def real_value_of(var):
     if isinstance(var, ConstVar):
         return var.value
     if isinstance(var, UserFunctionVar):
-        return var.fn
+        return var.exact()
     if isinstance(var, ClassVar):
         return var.cls
     if isinstance(var, ObjectVar) and var.value is not None and not var.pending:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .exc import Unsupported
 from .variables.base import ConstVar
 from .variables.containers import DictVar, ListVar, SetVar, TupleVar
+from .variables.dict_views import dict_key
 from .variables.symbolic import SliceVar, SymNumVar
 
 
@@ -32,9 +33,7 @@ class BuildingOpcodes:
         vals = self.popn(2 * inst.arg)
         d = {}
         for k, v in zip(vals[::2], vals[1::2]):
-            if not k.is_const():
-                raise Unsupported("dict with a non-constant key")
-            d[k.const()] = v
+            d[dict_key(self, k)] = v
         self.push(DictVar(d))
 
     def BUILD_CONST_KEY_MAP(self, inst):
@@ -84,13 +83,11 @@ class BuildingOpcodes:
     def MAP_ADD(self, inst):
         v = self.pop()
         k = self.pop()
-        if not k.is_const():
-            raise Unsupported("dict comprehension with non-constant keys")
         target = self.stack[-inst.arg]
         if target.source is not None:
             target.call_method(self, "__setitem__", [k, v], {})
         else:
-            target.items[k.const()] = v
+            target.items[dict_key(self, k)] = v
 
     def LIST_EXTEND(self, inst):
         v = self.pop()
@@ -98,8 +95,7 @@ class BuildingOpcodes:
 
     def SET_UPDATE(self, inst):
         v = self.pop()
-        for i in v.unpack(self):
-            self.stack[-inst.arg].add(i)
+        self.stack[-inst.arg].update_from(self, v)
 
     def DICT_UPDATE(self, inst):
         v = self.pop()

@@ -26,7 +26,6 @@ from .variables.containers import (
     ListIteratorVar,
     ListVar,
     SeqVar,
-    SetVar,
     TupleVar,
 )
 from .variables.objects import CellVar, ModuleVar, ObjectVar
@@ -455,12 +454,20 @@ class Rebuilder:
             self._node_index[var.node] = idx
         return lambda ctx, _i=idx: ctx.outs[_i]
 
+    def _cell_from_source(self, cell: CellVar) -> bool:
+        """Read a real cell through its source at run time: always for a cell reached from
+        a value (``L['f'].__closure__[0]``: functions made per call share one cache entry,
+        guarded by their code), and for the frame's own cells on the frame-hook path."""
+        if cell.source is None:
+            return False
+        return self.runtime_cells or not cell.source.expr.startswith(("C[", "K["))
+
     def real_cell(self, cell: CellVar):
         key = ("cell", id(cell))
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        if self.runtime_cells and cell.real is not None and cell.source is not None:
+        if cell.real is not None and self._cell_from_source(cell):
             fn = self.from_source(Source(cell.source.expr))
         elif cell.real is not None:
             real = cell.real
@@ -468,15 +475,23 @@ class Rebuilder:
         elif cell.source is not None:
             fn = self.from_source(Source(cell.source.expr))
         else:
-            # A cell made in the trace (MAKE_CELL): one fresh cell per run, filled in replay.
-            def fn(ctx, _k=key):
+            # A cell made in the trace (MAKE_CELL): one fresh cell per run, filled with its
+            # last contents when it is made (memoised first: the contents may hold a function
+            # closing over this cell). Filling it in the replays missed cells first met while
+            # rebuilding the returned values (a closure returned by an inlined function).
+            filler = []
+
+            def fn(ctx, _k=key, _filler=filler):
                 memo = ctx.memo
                 if _k not in memo:
-                    memo[_k] = types.CellType()
+                    c = memo[_k] = types.CellType()
+                    for contents in _filler:
+                        c.cell_contents = contents(ctx)
                 return memo[_k]
 
             if cell.contents is not None:
-                self.trace_cells.append((fn, self.rebuild(cell.contents)))
+                self._cache[key] = fn  # before the contents, which may close over this cell
+                filler.append(self.rebuild(cell.contents))
         self._cache[key] = fn
         return fn
 
@@ -493,12 +508,15 @@ class Rebuilder:
                 if var.contents is None:
                     continue
                 val = self.rebuild(var.contents)
-                if self.runtime_cells and var.source is not None:
+                if self._cell_from_source(var):
                     get = self.from_source(Source(var.source.expr))
                     out.append((_pair(get, val), lambda p: setattr(p[0], "cell_contents", p[1])))
                     continue
                 cell = var.real
                 out.append((val, lambda x, cell=cell: setattr(cell, "cell_contents", x)))
+            elif isinstance(var, ListIteratorVar) and var.base_index is None:
+                it = self.from_source(var.source)  # a dict iterator: no __setstate__
+                out.append((it, lambda i, n=var.index: _advance(i, n)))
             elif isinstance(var, ListIteratorVar):
                 it = self.from_source(var.source)
                 idx = var.base_index + var.index
@@ -513,6 +531,8 @@ class Rebuilder:
                     out.append((_pair(obj, val), lambda p, n=name: setattr(p[0], n, p[1])))
                 for name in var.deleted:
                     out.append((obj, lambda o, n=name: delattr(o, n)))
+            elif hasattr(var, "replay_mutation"):
+                out.append(var.replay_mutation(self))
             elif isinstance(var, ListVar) and var.lazy is not None:
                 # only appended to: extend the list as it is at run time
                 obj = self.from_source(var.source)
@@ -532,10 +552,6 @@ class Rebuilder:
                         lambda p: p[0].__setitem__(slice(None), p[1]),
                     )
                 )
-            elif isinstance(var, SetVar):  # only added to (constants): add them at run time
-                obj = self.from_source(var.source)
-                vals = {i.const() for i in var.items}
-                out.append((obj, lambda s, vals=vals: s.update(vals)))
             elif isinstance(var, DictVar):
                 obj = self.from_source(var.source)
                 items = {k: self.rebuild(i) for k, i in var.items.items()}
@@ -560,6 +576,11 @@ class Rebuilder:
 
 def _NONE(ctx):
     return None
+
+
+def _advance(it, n):
+    for _ in range(n):
+        next(it)
 
 
 def _pair(a, b):

@@ -500,13 +500,12 @@ class Translator(BuildingOpcodes):
         code = self.pop().const()
         flags = inst.arg
         closure = self.pop().items if flags & 0x08 else []
-        if flags & 0x04:
-            self.pop()
+        annotations = self.pop().unpack(self) if flags & 0x04 else None
         kwdefaults = self.pop().items if flags & 0x02 else None
         defaults = self.pop().unpack(self) if flags & 0x01 else None
         self.push(
             NestedFunctionVar(
-                code, self.f_globals, code.co_name, defaults, kwdefaults, list(closure)
+                code, self.f_globals, code.co_name, defaults, kwdefaults, list(closure), annotations
             )
         )
 
@@ -532,10 +531,11 @@ class Translator(BuildingOpcodes):
         if (
             op in INPLACE.values()
             and isinstance(a, ListVar)
-            and sym == "+="
+            and sym in ("+=", "*=")
             and not isinstance(b, ObjectVar)
         ):
-            self.push(a.call_method(self, "__iadd__", [b], {}))
+            # in place: other names of the list see the change
+            self.push(a.call_method(self, "__iadd__" if sym == "+=" else "__imul__", [b], {}))
             return
         self.push(binary_op(self, op, a, b))
 

@@ -10,6 +10,8 @@ import operator
 from ..exc import Unsupported
 from .base import FOLDABLE, ConstVar, NullVar, Var
 from .containers import DictVar, ListIteratorVar, ListVar, SeqVar, SetVar, TupleVar
+from .dict_views import DictViewVar, dict_key, view_binary
+from .lazy_iter import any_shared, lazy_enumerate, lazy_filter, lazy_map, lazy_zip
 from .numpy_arrays import NDArrayVar, array_binary, array_unary
 from .symbolic import SymNumVar, sym_binary
 from .tensor import TensorVar
@@ -75,6 +77,9 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
             if not (isinstance(v, TensorVar) or v.is_const() or isinstance(v, SeqVar)):
                 raise Unsupported(f"{op.__name__} between a tensor and {v}")
         return tx.output.call_op("call_function", op, [a, b], {})
+    r = view_binary(tx, op, a, b)  # dict views and sets: set operations, comparisons
+    if r is not None:
+        return r
     if isinstance(a, SymNumVar) or isinstance(b, SymNumVar):
         r = sym_binary(tx, op, a, b)  # size arithmetic in the graph (dynamic shapes)
         if r is not None:
@@ -90,6 +95,9 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
         same = identity(a, b)
         if same is not None:
             return ConstVar(same if op is operator.eq else not same)
+    if _is_deque(a) or _is_deque(b):
+        if op not in (operator.eq, operator.ne) or not isinstance(a, SeqVar | ConstVar):
+            raise Unsupported(f"{op.__name__} with a deque")
     if isinstance(a, SeqVar) and isinstance(b, SeqVar):
         if op in (operator.add, operator.iadd):
             if op is operator.iadd and isinstance(a, ListVar):
@@ -98,8 +106,10 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
                 a.items + b.items, py_type=a.py_type if a.py_type in (tuple, list) else tuple
             )
         if op in (operator.eq, operator.ne):
-            eq = len(a.items) == len(b.items) and all(
-                compare_eq(tx, x, y) for x, y in zip(a.items, b.items)
+            eq = (
+                _seq_eq_types(a, b)
+                and len(a.items) == len(b.items)
+                and all(compare_eq(tx, x, y) for x, y in zip(a.items, b.items))
             )
             return ConstVar(eq if op is operator.eq else not eq)
     if isinstance(a, SeqVar) and b.is_const() and op in (operator.mul, operator.imul):
@@ -119,9 +129,39 @@ def binary_op(tx, op, a: Var, b: Var) -> Var:
         and op in (operator.add, operator.eq, operator.ne)
     ):
         return binary_op(tx, op, _seq_of(a), b)  # (-1,) + shape[1:] with symbolic sizes
-    if isinstance(a, DictVar) and isinstance(b, DictVar) and op is operator.or_:
-        return DictVar({**a.items, **b.items})
+    if isinstance(a, DictVar) and isinstance(b, DictVar) and not _counter(a, b):
+        if op is operator.or_:
+            return DictVar({**a.items, **b.items})
+        if op is operator.ior:
+            a.call_method(tx, "update", [b], {})
+            return a
+        if op in (operator.eq, operator.ne):
+            eq = a.items.keys() == b.items.keys() and all(
+                compare_eq(tx, v, b.items[k]) for k, v in a.items.items()
+            )
+            return ConstVar(eq if op is operator.eq else not eq)
     raise Unsupported(f"{op.__name__}({a}, {b})")
+
+
+def _is_deque(v) -> bool:
+    import collections
+
+    return isinstance(v, SeqVar) and v.py_type is collections.deque
+
+
+def _counter(*vs) -> bool:
+    import collections
+
+    return any(issubclass(v.py_type, collections.Counter) for v in vs)
+
+
+def _seq_eq_types(a, b) -> bool:
+    """Sequences that can compare equal: tuples (namedtuples, sizes) with tuples, a list
+    with a list, a deque with a deque."""
+    ta, tb = a.py_type, b.py_type
+    if issubclass(ta, tuple) and issubclass(tb, tuple):
+        return True
+    return ta is tb
 
 
 def _sym_items(v: Var) -> bool:
@@ -145,7 +185,12 @@ def identity(a: Var, b: Var):
         return False
     fa, fb = getattr(a, "fn", None), getattr(b, "fn", None)
     if fa is not None and fb is not None and type(a) is type(b) and not hasattr(a, "args"):
+        for v in (a, b):
+            if hasattr(v, "exact"):
+                v.exact()
         return fa is fb
+    if isinstance(a, DictViewVar) or isinstance(b, DictViewVar):
+        return False  # each keys()/values()/items() call makes a new view
     if a.is_const() and b.is_const():
         try:
             return a.const() is b.const()
@@ -172,9 +217,10 @@ def identity(a: Var, b: Var):
         b.is_const() and not isinstance(a, ModuleVar | ObjectVar)
     ):
         # a constant vs a tensor/container/function: never the same object
-        if isinstance(a, TensorVar | SeqVar | DictVar) or isinstance(
-            b, TensorVar | SeqVar | DictVar
-        ):
+        from .functions import NestedFunctionVar, UserFunctionVar
+
+        never_const = TensorVar | SeqVar | DictVar | NestedFunctionVar | UserFunctionVar
+        if isinstance(a, never_const) or isinstance(b, never_const):
             return False
     if a.is_const() or b.is_const():
         if isinstance(a, ObjectVar | ModuleVar) or isinstance(b, ObjectVar | ModuleVar):
@@ -183,6 +229,11 @@ def identity(a: Var, b: Var):
 
 
 def compare_eq(tx, a: Var, b: Var) -> bool:
+    """Equality as containers decide it (``PyObject_RichCompareBool``): the same object is
+    equal to itself without calling ``__eq__`` (a tensor in a list, a tuple compared with
+    itself)."""
+    if identity(a, b) is True:
+        return True
     r = binary_op(tx, operator.eq, a, b)
     if not r.is_const():
         raise Unsupported("equality that depends on tensor data")
@@ -197,7 +248,7 @@ def is_op(a, b) -> bool:
 
 
 def contains(tx, container: Var, item: Var) -> bool:
-    if isinstance(container, SeqVar | SetVar | DictVar):
+    if isinstance(container, SeqVar | SetVar | DictVar | DictViewVar):
         r = container.call_method(tx, "__contains__", [item], {})
         return bool(r.const())
     if container.is_const() and item.is_const():
@@ -248,7 +299,11 @@ class BuiltinVar(Var):
             return ConstVar(getattr(self.fn, name))
         if isinstance(self.fn, type):
             from .objects import ClassVar
+            from .stdlib_models import stdlib_class_var
 
+            model = stdlib_class_var(self.fn)  # dict.fromkeys
+            if model is not None and name in model.attrs:
+                return model.getattr(tx, name)
             return ClassVar(self.fn).getattr(tx, name)
         raise Unsupported(f"attribute {name} of builtin")
 
@@ -298,6 +353,8 @@ def _len(tx, x):
         return None
     if isinstance(x, SeqVar | DictVar | SetVar):
         return ConstVar(len(x.items))
+    if isinstance(x, DictViewVar):
+        return ConstVar(len(x.dict_var.items))
     return x.call_method(tx, "__len__", [], {})
 
 
@@ -372,6 +429,8 @@ def _range(tx, *args):
 
 def _enumerate(tx, it, start=None):
     s = start.const() if start is not None else 0
+    if any_shared(tx, [it]):  # pull from it one step at a time, as eager does
+        return lazy_enumerate(tx, it, s)
     return ListIteratorVar(
         [TupleVar([ConstVar(i + s), v]) for i, v in enumerate(_iter_items(tx, it))]
     )
@@ -380,6 +439,24 @@ def _enumerate(tx, it, start=None):
 def _zip(tx, *its, **kw):
     if kw and not (set(kw) == {"strict"}):
         raise Unsupported("zip keywords")
+    from .stdlib_models import InfiniteIterVar
+
+    if any_shared(tx, its):  # zip(it, it): pull one step at a time, as eager does
+        return lazy_zip(tx, its, strict=bool(kw.get("strict", ConstVar(False)).truth(tx)))
+    if not kw and any(isinstance(i, InfiniteIterVar) for i in its):
+        # zip(count(), xs): step the iterators in order, as eager does, until one ends
+        iters = [i.get_iter(tx) for i in its]
+        out = []
+        while True:
+            row = []
+            for it in iters:
+                v = it.next(tx) if isinstance(it, ListIteratorVar) else None
+                if v is None:
+                    if not isinstance(it, ListIteratorVar):
+                        raise Unsupported(f"zip() over {it}")
+                    return ListIteratorVar(out)
+                row.append(v)
+            out.append(TupleVar(row))
     lists = [_iter_items(tx, i) for i in its]
     if kw.get("strict") is not None and kw["strict"].const() and len({len(x) for x in lists}) > 1:
         raise Unsupported("zip(strict=True) length mismatch")
@@ -436,15 +513,27 @@ def _dict(tx, it=None, **kw):
         else:
             for pair in _iter_items(tx, it):
                 k, v = pair.unpack(tx)
-                if not k.is_const():
-                    raise Unsupported("dict with non-constant keys")
-                d.items[k.const()] = v
+                d.items[dict_key(tx, k)] = v
     d.items.update(kw)
     return d
 
 
 def _set(tx, it=None):
-    return SetVar(_iter_items(tx, it) if it is not None else [])
+    s = SetVar([])
+    if it is not None:
+        s.update_from(tx, it)  # set(a_set) copies its table, as eager's does
+    return s
+
+
+def _frozenset(tx, it=None):
+    if it is None or it.is_const():
+        return None  # folded
+    if isinstance(it, SetVar):
+        return ConstVar(frozenset(it.real))  # merged table to table, as eager does
+    items = _iter_items(tx, it)
+    if not all(i.is_const() for i in items):
+        raise Unsupported("frozenset of non-constants")
+    return ConstVar(frozenset(i.const() for i in items))
 
 
 def _iter(tx, x):
@@ -500,11 +589,15 @@ def _type(tx, x, *rest):
 
 
 def _map(tx, fn, *its):
+    if any_shared(tx, its):
+        return lazy_map(tx, fn, its)
     lists = [_iter_items(tx, i) for i in its]
     return ListIteratorVar([fn.call(tx, list(a), {}) for a in zip(*lists)])
 
 
 def _filter(tx, fn, it):
+    if any_shared(tx, [it]):
+        return lazy_filter(tx, fn, it)
     out = []
     for v in _iter_items(tx, it):
         keep = (
@@ -606,6 +699,7 @@ _HANDLERS = {
     list: _list,
     dict: _dict,
     set: _set,
+    frozenset: _frozenset,
     iter: _iter,
     next: _next,
     reversed: _reversed,
@@ -635,5 +729,9 @@ from .torch_functions import (  # noqa: E402
 )
 
 __all__ = ["GRAD_CTX_CLASSES", "TorchFnVar", "is_torch_callable", "make_grad_ctx"]
+
+from .stdlib_models import install_function_models  # noqa: E402
+
+install_function_models(_HANDLERS)
 
 builtins_names = set(dir(builtins))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
+import inspect
+import types
 
 import torch
 
@@ -71,7 +74,26 @@ class SeqVar(Var):
             return ConstVar(sum(1 for it in self.items if compare_eq(tx, it, args[0])))
         if name == "__contains__":
             return ConstVar(any(compare_eq(tx, it, args[0]) for it in self.items))
+        if name in _NAMEDTUPLE_MODELS and hasattr(self.py_type, "_fields"):
+            return self._namedtuple_method(tx, name, args, kwargs)
         raise Unsupported(f"{self.py_type.__name__}.{name}")
+
+    def _namedtuple_method(self, tx, name, args, kwargs):
+        fields = self.py_type._fields
+        if name == "_asdict" and not args and not kwargs:
+            return DictVar(dict(zip(fields, self.items)))
+        if name == "_replace" and not args:
+            unknown = set(kwargs) - set(fields)
+            if unknown:
+                raise Unsupported(f"ValueError from _replace: unexpected fields {sorted(unknown)}")
+            items = [kwargs.get(f, v) for f, v in zip(fields, self.items)]
+            return TupleVar(items, py_type=self.py_type)
+        if name == "_make" and len(args) == 1 and not kwargs:
+            items = args[0].unpack(tx)
+            if len(items) != len(fields):
+                raise Unsupported(f"TypeError from _make: expected {len(fields)} arguments")
+            return TupleVar(items, py_type=self.py_type)
+        raise Unsupported(f"{self.py_type.__name__}.{name} with these arguments")
 
     def getattr(self, tx, name):
         from .functions import BoundVarMethod
@@ -80,6 +102,18 @@ class SeqVar(Var):
             return ConstVar(self.py_type._fields)
         if hasattr(self.py_type, "_fields") and name in self.py_type._fields:
             return self.items[self.py_type._fields.index(name)]
+        if hasattr(self.py_type, "_fields") and name not in _NAMEDTUPLE_MODELS:
+            attr = inspect.getattr_static(self.py_type, name, None)
+            if isinstance(attr, types.FunctionType):  # a method of a typing.NamedTuple
+                from .functions import BoundMethodVar, UserFunctionVar
+
+                return BoundMethodVar(UserFunctionVar(attr), self)
+            if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
+                from .functions import UserFunctionVar
+
+                return UserFunctionVar(attr.fget).call(tx, [self], {})
+            if name == "_field_defaults":
+                return tx.output.wrap_const(attr)
         return BoundVarMethod(self, name)
 
     def reconstruct(self, cg):
@@ -101,6 +135,11 @@ class SeqVar(Var):
         if getattr(self, "lazy", None) is not None:
             return f"list(append-only, {self.source})"
         return f"{self.py_type.__name__}{self.items!r}"
+
+
+# namedtuple methods followed by a symbolic model (their code builds tuples through
+# tuple.__new__ and classmethods)
+_NAMEDTUPLE_MODELS = ("_replace", "_asdict", "_make")
 
 
 def _alias_sets(out, kind):
@@ -181,6 +220,9 @@ class ListVar(SeqVar):
     def is_const(self):
         return False
 
+    def get_iter(self, tx):
+        return ListLiveIterVar(self)
+
     def call_method(self, tx, name, args, kwargs):
         if self.lazy is not None and name in ("append", "extend", "__iadd__"):
             if len(args) != 1 or kwargs:
@@ -206,6 +248,7 @@ class ListVar(SeqVar):
             "remove",
             "sort",
             "__iadd__",
+            "__imul__",
         }
         if name in mutating:
             note_mutation(tx, self, "list")
@@ -217,6 +260,12 @@ class ListVar(SeqVar):
         if name in ("extend", "__iadd__"):
             self.items.extend(args[0].unpack(tx))
             return self if name == "__iadd__" else ConstVar(None)
+        if name == "__imul__":
+            n = _const_index(args[0])
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise Unsupported("list *= a non-int")
+            self.items[:] = self.items * n
+            return self
         if name == "insert":
             self.items.insert(_const_index(args[0]), args[1])
             return ConstVar(None)
@@ -242,13 +291,11 @@ class ListVar(SeqVar):
             del self.items[_const_index(args[0])]
             return ConstVar(None)
         if name == "sort":
-            if args or not all(i.is_const() for i in self.items):
-                raise Unsupported("list.sort of non-constants")
-            key = kwargs.get("key")
-            if key is not None and not key.is_const():
-                raise Unsupported("list.sort with a key function")
-            rev = kwargs["reverse"].const() if "reverse" in kwargs else False
-            self.items.sort(key=lambda v: v.const(), reverse=rev)
+            from .stdlib_models import order_by_key
+
+            if args or set(kwargs) - {"key", "reverse"}:
+                raise Unsupported("list.sort arguments")
+            self.items = order_by_key(tx, self.items, kwargs.get("key"), kwargs.get("reverse"))
             return ConstVar(None)
         if name == "remove":
             from .builtins import compare_eq
@@ -262,8 +309,12 @@ class ListVar(SeqVar):
 
 
 class DictVar(Var):
+    """A dict (or OrderedDict, ModelOutput-style subclass). ``items`` maps the real keys
+    (``dict_views.dict_key``: constants, enum members, classes, functions, modules, tuples of
+    those) to symbolic values, in insertion order."""
+
     def __init__(self, items: dict, source=None, py_type=dict):
-        self.items = dict(items)  # constant key -> Var
+        self.items = dict(items)  # real key -> Var
         self.source = source
         self.py_type = py_type
         self.mutated = False
@@ -275,10 +326,22 @@ class DictVar(Var):
         return len(self.items) > 0
 
     def unpack(self, tx):
-        return [ConstVar(k) for k in self.items]
+        from .dict_views import key_var
+
+        return [key_var(tx.output, k) for k in self.items]
+
+    def get_iter(self, tx):
+        from .dict_views import DictIterVar
+
+        return DictIterVar(tx, self, "keys")
+
+    def _key(self, tx, v):
+        from .dict_views import dict_key
+
+        return dict_key(tx, v)
 
     def getitem(self, tx, key: Var):
-        k = _const_index(key)
+        k = self._key(tx, key)
         if k not in self.items:
             raise Unsupported(f"KeyError {k!r} while tracing")
         return self.items[k]
@@ -290,6 +353,10 @@ class DictVar(Var):
             # ModelOutput-style dict subclasses expose keys as attributes.
             if name in self.items:
                 return self.items[name]
+            if issubclass(self.py_type, collections.OrderedDict) and getattr(
+                self.py_type, name, None
+            ) is getattr(collections.OrderedDict, name, 0):
+                return BoundVarMethod(self, name)  # move_to_end
             v = getattr(self.py_type, name, None)
             if name == "to_tuple" and getattr(v, "__qualname__", "") == "ModelOutput.to_tuple":
                 return BoundVarMethod(self, name)  # transformers' own: see call_method
@@ -309,62 +376,96 @@ class DictVar(Var):
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__getitem__":
-            if self.py_type is not dict and args[0].is_const() and isinstance(args[0].const(), int):
+            if (
+                dataclasses.is_dataclass(self.py_type)  # ModelOutput: out[0] is its first value
+                and args[0].is_const()
+                and isinstance(args[0].const(), int)
+            ):
                 return list(self.items.values())[args[0].const()]
             return self.getitem(tx, args[0])
         if name == "__len__":
             return ConstVar(len(self.items))
         if name == "__contains__":
-            return ConstVar(_const_index(args[0]) in self.items)
+            return ConstVar(self._key(tx, args[0]) in self.items)
+        if name == "__iter__" and not args:
+            return self.get_iter(tx)
+        if name == "__reversed__" and not args:
+            return ListIteratorVar(list(reversed(self.unpack(tx))))
         if name == "get":
-            k = _const_index(args[0])
+            k = self._key(tx, args[0])
             return self.items.get(k, args[1] if len(args) > 1 else ConstVar(None))
-        if name == "keys":
-            return TupleVar([ConstVar(k) for k in self.items])
-        if name == "values":
-            return TupleVar(list(self.items.values()))
-        if name == "items":
-            return TupleVar([TupleVar([ConstVar(k), v]) for k, v in self.items.items()])
+        if name in ("keys", "values", "items") and not args and not kwargs:
+            from .dict_views import DictViewVar
+
+            return DictViewVar(self, name)
         if name == "copy":
             return DictVar(self.items, py_type=dict if self.py_type is dict else self.py_type)
         if name == "__setitem__":
+            k = self._key(tx, args[0])
             self._mut(tx)
-            self.items[_const_index(args[0])] = args[1]
+            self.items[k] = args[1]
             return ConstVar(None)
         if name == "__delitem__":
+            k = self._key(tx, args[0])
+            if k not in self.items:
+                raise Unsupported(f"KeyError {k!r} from del")
             self._mut(tx)
-            del self.items[_const_index(args[0])]
+            del self.items[k]
             return ConstVar(None)
         if name == "pop":
-            self._mut(tx)
-            k = _const_index(args[0])
+            k = self._key(tx, args[0])
             if k in self.items:
+                self._mut(tx)
                 return self.items.pop(k)
             if len(args) > 1:
                 return args[1]
             raise Unsupported("KeyError from dict.pop")
+        if name == "popitem" and not args:
+            if not self.items:
+                raise Unsupported("KeyError from popitem() of an empty dict")
+            last = kwargs.get("last", ConstVar(True))
+            if self.py_type is dict and kwargs:
+                raise Unsupported("dict.popitem keywords")
+            self._mut(tx)
+            k = next(iter(self.items)) if not last.truth(tx) else next(reversed(self.items))
+            from .dict_views import key_var
+
+            return TupleVar([key_var(tx.output, k), self.items.pop(k)])
         if name == "setdefault":
-            k = _const_index(args[0])
+            k = self._key(tx, args[0])
             if k not in self.items:
                 self._mut(tx)
                 self.items[k] = args[1] if len(args) > 1 else ConstVar(None)
             return self.items[k]
         if name == "update":
-            self._mut(tx)
+            new = {}
             if args:
                 other = args[0]
                 if isinstance(other, DictVar):
-                    self.items.update(other.items)
+                    new.update(other.items)
                 else:
                     for pair in other.unpack(tx):
                         k, v = pair.unpack(tx)
-                        self.items[_const_index(k)] = v
-            for k, v in kwargs.items():
-                self.items[k] = v
+                        new[self._key(tx, k)] = v
+            new.update(kwargs)
+            self._mut(tx)
+            self.items.update(new)
             return ConstVar(None)
         if name == "clear":
             self._mut(tx)
             self.items.clear()
+            return ConstVar(None)
+        if name == "move_to_end" and issubclass(self.py_type, collections.OrderedDict):
+            k = self._key(tx, args[0])
+            last = (args[1] if len(args) > 1 else kwargs.get("last", ConstVar(True))).truth(tx)
+            if k not in self.items:
+                raise Unsupported("KeyError from move_to_end")
+            self._mut(tx)
+            v = self.items.pop(k)
+            if last:
+                self.items[k] = v
+            else:
+                self.items = {k: v, **self.items}
             return ConstVar(None)
         if name == "to_tuple":  # transformers ModelOutput
             return TupleVar(
@@ -385,63 +486,6 @@ class DictVar(Var):
 
     def __repr__(self):
         return f"Dict({self.items!r})"
-
-
-class SetVar(Var):
-    def __init__(self, items, source=None):
-        self.items = []
-        for i in items:
-            self.add(i)
-        self.source = source
-
-    def getattr(self, tx, name):
-        from .functions import BoundVarMethod
-
-        return BoundVarMethod(self, name)
-
-    def add(self, v):
-        if not v.is_const():
-            raise Unsupported("set of non-constants")
-        if v.const() not in [i.const() for i in self.items]:
-            self.items.append(v)
-
-    def python_type(self):
-        return set
-
-    def unpack(self, tx):
-        return list(self.items)
-
-    def truth(self, tx):
-        return bool(self.items)
-
-    def call_method(self, tx, name, args, kwargs):
-        if name == "__contains__":
-            return ConstVar(_const_index(args[0]) in {i.const() for i in self.items})
-        if name == "add" and len(args) == 1 and not kwargs:
-            if self.source is not None:  # a set of constants from the frame state
-                note_mutation(tx, self, "set")
-                tx.output.side_effects.mutate(self)
-            self.add(args[0])
-            return ConstVar(None)
-        if name in ("union", "intersection", "difference", "issubset", "issuperset") and all(
-            a.is_const() or isinstance(a, SetVar) for a in args
-        ):
-            mine = {i.const() for i in self.items}
-            others = [
-                {i.const() for i in a.items} if isinstance(a, SetVar) else set(a.const())
-                for a in args
-            ]
-            r = getattr(mine, name)(*others)
-            return ConstVar(r) if isinstance(r, bool) else SetVar([ConstVar(x) for x in r])
-        if name == "__len__":
-            return ConstVar(len(self.items))
-        raise Unsupported(f"set.{name}")
-
-    def reconstruct(self, cg):
-        if self.source is not None:
-            return cg.from_source(self.source)
-        vals = {i.const() for i in self.items}
-        return lambda ctx: set(vals)
 
 
 class ListIteratorVar(Var):
@@ -481,8 +525,66 @@ class ListIteratorVar(Var):
         return lambda ctx: iter([p(ctx) for p in parts])
 
 
+class ListLiveIterVar(ListIteratorVar):
+    """``iter(lst)``: like CPython's list iterator, reads the list at its index at each step,
+    so items appended while iterating are seen (``for node in queue: queue.append(...)``).
+    Rebuilt as a real iterator of the rebuilt list at the same index. With a source it is a
+    list iterator from the frame state (``base_index`` 0, ``index`` absolute)."""
+
+    def __init__(self, list_var, index=0, source=None):
+        self.list_var = list_var
+        self.index = index
+        self.source = source
+        self.base_index = 0
+        self.exhausted = False
+
+    @property
+    def items(self):
+        return self.list_var.items
+
+    def next(self, tx):
+        if self.exhausted:
+            return None
+        tx.output.side_effects.mutate(self)
+        items = self.list_var.items
+        if self.index >= len(items):
+            self.exhausted = True  # CPython drops the list: later appends are not seen
+            return None
+        self.index += 1
+        return items[self.index - 1]
+
+    def unpack(self, tx):
+        out = []
+        while (v := self.next(tx)) is not None:
+            out.append(v)
+        return out
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.from_source(self.source)
+        if self.exhausted:
+            return lambda ctx: iter([])
+        lst, n = cg.rebuild(self.list_var), self.index
+
+        def real(ctx):
+            it = iter(lst(ctx))
+            it.__setstate__(n)
+            return it
+
+        return real
+
+    def __repr__(self):
+        return f"iter({self.list_var!r} at {self.index})"
+
+
 def wrap_const_container(v):
     """Constant tuples/frozensets become ConstVars; anything else is left to the builder."""
     if is_const_value(v):
         return ConstVar(v)
     return None
+
+
+# Sets live in sets.py (they keep the recipe of their hash-table order); re-exported here.
+from .sets import SetVar  # noqa: E402
+
+__all__ = ["SetVar"]

@@ -7,7 +7,7 @@ import types
 
 from ..exc import Unsupported
 from ..source import Source
-from .base import ConstVar, Var
+from .base import ConstVar, Var, is_const_value
 from .containers import DictVar, TupleVar
 
 CO_VARARGS = inspect.CO_VARARGS
@@ -95,23 +95,44 @@ def _python_specials():
 _SPECIALS = None
 
 
+# Function attributes that functools.update_wrapper copies (and code reads for logging).
+_FN_ATTRS = ("__name__", "__qualname__", "__module__", "__doc__", "__annotations__")
+if hasattr(types.FunctionType, "__type_params__"):
+    _FN_ATTRS += ("__type_params__",)
+
+
 class UserFunctionVar(Var):
     """A real Python function from user code: calls are inlined."""
 
-    def __init__(self, fn: types.FunctionType, source=None):
+    def __init__(self, fn: types.FunctionType, source=None, pin=None):
         self.fn = fn
         self.source = source
+        # A function from the frame state guarded by its code, not identity (see builder):
+        # ``pin()`` adds the identity guard when the trace depends on which object it is.
+        self._pin = pin
+
+    def exact(self):
+        """The function object, for a decision that depends on its identity."""
+        if self._pin is not None:
+            self._pin()
+            self._pin = None
+        return self.fn
 
     def python_type(self):
         return types.FunctionType
 
     def getattr(self, tx, name):
-        if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__"):
-            return ConstVar(getattr(self.fn, name))
-        if name == "__wrapped__" and hasattr(self.fn, "__wrapped__"):
-            return tx.output.wrap(
-                self.fn.__wrapped__, self.source.attr("__wrapped__") if self.source else None
-            )
+        if name == "__code__":
+            return ConstVar(self.fn.__code__)
+        if name in _FN_ATTRS:
+            v = getattr(self.fn, name)
+            src = self.source.attr(name) if self.source is not None else None
+            if is_const_value(v) and src is not None:
+                return tx.output.wrap(v, src)  # guarded: wraps() sets them per object
+            return tx.output.wrap(v, src) if src is not None else tx.output.wrap_const(v)
+        if name in ("__wrapped__", "__dict__") and hasattr(self.fn, name):
+            v = getattr(self.fn, name)
+            return tx.output.wrap(v, self.source.attr(name) if self.source else None)
         if name == "__get__":
             return ConstVar(None)
         if name == "__class__":  # type(fn).__name__ in logging helpers (torchvision's)
@@ -161,25 +182,75 @@ class UserFunctionVar(Var):
 
 
 class NestedFunctionVar(Var):
-    """A function created by MAKE_FUNCTION inside the traced code."""
+    """A function created by MAKE_FUNCTION inside the traced code. Attributes set on it in the
+    trace (``functools.wraps`` copies ``__name__``, ``__doc__``, ``__wrapped__``, ...) are
+    kept here and set on the function when it is rebuilt after the graph."""
 
-    def __init__(self, code, globals_, name, defaults, kwdefaults, closure):
+    def __init__(self, code, globals_, name, defaults, kwdefaults, closure, annotations=None):
         self.code = code
         self.globals = globals_
         self.name = name
         self.defaults = defaults  # list[Var] | None
         self.kwdefaults = kwdefaults  # dict[str, Var] | None
         self.closure = closure  # list[CellVar]
+        self.annotations = annotations  # list[Var] (name, value, ...) | None
+        self.attrs: dict[str, Var] = {}  # special attributes assigned in the trace
+        self.fn_dict: Var | None = None  # its __dict__ (function attributes), made on use
 
     def python_type(self):
         return types.FunctionType
 
+    def _dict(self):
+        if self.fn_dict is None:
+            self.fn_dict = DictVar({})
+        return self.fn_dict
+
     def getattr(self, tx, name):
-        if name in ("__name__", "__qualname__"):
+        from .builtins import _AttrMissing
+
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "__name__":
             return ConstVar(self.name)
+        if name == "__qualname__":
+            return ConstVar(getattr(self.code, "co_qualname", self.name))
+        if name == "__module__":
+            return ConstVar(self.globals.get("__name__"))
+        if name == "__doc__":
+            return ConstVar(types.FunctionType(self.code, self.globals).__doc__)
+        if name == "__type_params__":
+            return ConstVar(())
+        if name == "__annotations__":
+            items = {}
+            ann = self.annotations or []
+            for k, v in zip(ann[::2], ann[1::2]):
+                items[k.const()] = v
+            d = self.attrs[name] = DictVar(items)  # one dict object, as eager caches it
+            return d
+        if name == "__dict__":
+            return self._dict()
         if name == "__class__":
             return tx.output.wrap(types.FunctionType, None)
-        raise Unsupported(f"nested function attribute {name!r}")
+        if name == "__code__":
+            return ConstVar(self.code)
+        if self.fn_dict is not None and isinstance(self.fn_dict, DictVar):
+            if name in self.fn_dict.items:
+                return self.fn_dict.items[name]
+        if name in dir(types.FunctionType):
+            raise Unsupported(f"nested function attribute {name!r}")
+        raise _AttrMissing(f"function has no attribute {name!r}")
+
+    def setattr(self, tx, name, value):
+        if name in _FN_ATTRS:
+            self.attrs[name] = value
+        elif name == "__dict__":
+            if not isinstance(value, DictVar):
+                raise Unsupported("setting __dict__ of a function to a non-dict")
+            self.fn_dict = value
+        elif name in dir(types.FunctionType):
+            raise Unsupported(f"setting attribute {name!r} on a nested function")
+        else:
+            self._dict().call_method(tx, "__setitem__", [ConstVar(name), value], {})
 
     def call(self, tx, args, kwargs):
         return self.generator_frame(tx, args, kwargs, suspend=False)
@@ -201,6 +272,9 @@ class NestedFunctionVar(Var):
         cells = [cg.real_cell(c) for c in self.closure]
         defs = [cg.rebuild(d) for d in (self.defaults or [])]
         kwdefs = {k: cg.rebuild(v) for k, v in (self.kwdefaults or {}).items()}
+        attrs = {k: cg.rebuild(v) for k, v in self.attrs.items()}
+        fn_dict = cg.rebuild(self.fn_dict) if self.fn_dict is not None else None
+        replace_dict = self.fn_dict is not None and self.fn_dict.source is not None
         code, g, name = self.code, self.globals, self.name
 
         def make(ctx):
@@ -213,6 +287,13 @@ class NestedFunctionVar(Var):
             )
             if kwdefs:
                 f.__kwdefaults__ = {k: v(ctx) for k, v in kwdefs.items()}
+            for k, v in attrs.items():
+                setattr(f, k, v(ctx))
+            if fn_dict is not None:
+                if replace_dict:
+                    f.__dict__ = fn_dict(ctx)
+                else:
+                    f.__dict__.update(fn_dict(ctx))
             return f
 
         return make
