@@ -132,6 +132,7 @@ def train_pair(kind, wrap, steps=3, accumulate=1, compile_outside=True):
         "ddp_pieces": [len(s.pieces) for s in stats.ddp_splits if not s.reason],
         "ddp_not_split": [s.reason for s in stats.ddp_splits if s.reason],
         "kernels": sum(k.kernels for k in stats.kernel_graphs),
+        "break_reasons": [b.reason for c in stats.captures for b in getattr(c, "breaks", ())],
     }
 
 

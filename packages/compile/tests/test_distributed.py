@@ -106,3 +106,9 @@ def test_torch_has_the_hook_ddp_splitting_relies_on():
 
 def test_collectives_inside_compiled_code_break_the_graph(results):
     assert _ok(results, "collectives_in_compiled_code")["breaks"] >= 2
+
+
+def test_fsdp2_hooks_say_why_they_break_the_graph(results):
+    r = _ok(results, "fsdp2_transformer")
+    assert r["break_reasons"], r
+    assert all("FSDP2's pre/post-forward hooks" in reason for reason in r["break_reasons"])

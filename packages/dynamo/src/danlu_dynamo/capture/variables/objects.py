@@ -316,7 +316,7 @@ class ModuleVar(ObjectVar):
     def call(self, tx, args, kwargs):
         mod = self.value
         if not (hookless(mod.__dict__) and no_global_hooks()):
-            raise Unsupported(f"module hooks on {self.cls.__name__}")
+            raise Unsupported(_hooks_reason(self.cls))
         if self.source is not None:
             # a hook, or a forward assigned on the instance, added later must not be skipped
             tx.output.guards.no_module_hooks(self.source.expr, "forward" in mod.__dict__)
@@ -762,3 +762,13 @@ __all__ = [
     "_CtxMethod",
     "grad_mode_clone",
 ]
+
+
+def _hooks_reason(cls) -> str:
+    """Why a module call with hooks breaks the graph, in the user's terms."""
+    if any(c.__name__ == "FSDPModule" for c in cls.__mro__):
+        return (
+            f"module hooks on {cls.__name__}: FSDP2's pre/post-forward hooks (all-gather, "
+            "reshard) run eagerly; the module's forward is captured on its own"
+        )
+    return f"module hooks on {cls.__name__}"
