@@ -20,6 +20,7 @@ from importlib.metadata import entry_points
 from .debug import graph_table
 from .inductor_options import check_mode
 from .logs import fallbacks_log, graph_log, output_code_log
+from .progress import phase
 from .stats import CompileStats, active_graph
 
 Backend = Callable[..., Callable]
@@ -182,6 +183,7 @@ def aot_pipeline(graph_compiler, decompositions, cache=None):
         return compiled
 
     def compile_graph(gm, example_inputs):
+        phase("autograd")
         active = active_graph()
         record, dump = active if active is not None else (None, None)
         inner = [0.0]
@@ -224,6 +226,7 @@ def inductor_compiler(settings: dict):
     import danlu_inductor
 
     def compile_graph(gm, example_inputs, record=None, label="graph"):
+        phase(f"inductor, {label}")
         stats = CompileStats.current()
         with _inductor_dump_off():
             if settings:
@@ -231,13 +234,13 @@ def inductor_compiler(settings: dict):
             else:
                 compiled = danlu_inductor.compile_fx(gm, example_inputs)
         report = getattr(compiled, "report", None) or {}
-        for key, phase in (
+        for key, name in (
             ("lowering_s", "lowering"),
             ("codegen_s", "codegen"),
             ("compile_s", "backend compile"),
         ):
             if isinstance(report.get(key), (int, float)):
-                stats.add_phase(phase, report[key], record)
+                stats.add_phase(name, report[key], record)
         # what the report does not time (building the callable, or all of it if it reports
         # nothing) stays unattributed and is counted as "other" by the recording backend
         _log_output(label, compiled, report)

@@ -25,6 +25,9 @@ class Config:
     """Root of danlu's caches (default ~/.cache/danlu): `graphs/` here, kernels under `inductor/`."""
     graph_cache_max_bytes: int = 2 << 30
     """The graph cache's size bound; the least recently used entries go first."""
+    # reporting
+    progress: bool = field(default_factory=lambda: os.environ.get("DANLU_PROGRESS", "1") != "0")
+    """A compile that runs longer than 3 s shows one updating line on stderr (terminals only)."""
     # debugging
     debug_dir: str | None = field(default_factory=lambda: os.environ.get("DANLU_DEBUG_DIR"))
     """Directory that receives every artefact of each compile (graphs, guards, loop IR, kernels)."""

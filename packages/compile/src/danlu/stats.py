@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from . import debug
 from .fallback import EagerOnFailure
 from .logs import perf_log
+from .progress import progress
 
 log = logging.getLogger("danlu")
 
@@ -188,7 +189,8 @@ class CompileStats:
             token = _active.set((record, dump))
             start = time.perf_counter()
             try:
-                compiled = backend(gm, example_inputs)
+                with progress(record.index):
+                    compiled = backend(gm, example_inputs)
             except Exception as e:
                 # Never a crash deep inside: this graph runs eagerly, and the log says why.
                 log.warning(
