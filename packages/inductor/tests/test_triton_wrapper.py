@@ -139,3 +139,8 @@ def test_cudagraph_runner_bookkeeping_without_a_gpu(results):
     assert r["states"][0] == "warm-up", r
     assert "out of range" in r["bad_index"], r
     assert r["mutation"].startswith("captured (1x)"), r
+
+
+def test_graph_artifact_round_trip_runs_like_the_original(results):
+    facts = ok(results["artifact_roundtrip"])
+    assert facts["mm_bias_gelu"] >= 1 and facts["embedding_gather"] >= 1
