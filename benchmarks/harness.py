@@ -312,7 +312,7 @@ def plot(results: list[Result], path: pathlib.Path) -> bool:
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--suite", default="micro", choices=["micro", "models", "all"])
+    ap.add_argument("--suite", default="micro", choices=["micro", "models", "cpu10", "all"])
     ap.add_argument("--compilers", default="eager,torch.compile,danlu")
     ap.add_argument("--mode", default=None)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

@@ -275,9 +275,105 @@ def models(device: str) -> list[Case]:
     return cases
 
 
+class VisionWrapper(nn.Module):
+    """A torchvision/timm classifier called on images; training returns a scalar loss."""
+
+    def __init__(self, model, train):
+        super().__init__()
+        self.model, self.train_loss = model, train
+
+    def forward(self, images):
+        logits = self.model(images)
+        return logits.logsumexp(-1).mean() if self.train_loss else logits
+
+
+def _vision(lib, name, **kwargs):
+    def make():
+        if lib == "timm":
+            import timm
+
+            model = timm.create_model(name, pretrained=False, **kwargs)
+        else:
+            import torchvision
+
+            model = getattr(torchvision.models, name)(weights=None, **kwargs)
+        for m in model.modules():
+            if isinstance(m, nn.Dropout):
+                m.p = 0.0
+            if hasattr(m, "drop_prob"):  # timm's DropPath
+                m.drop_prob = 0.0
+        return model
+
+    return make
+
+
+def cpu_models(device: str) -> list[Case]:
+    """The CPU model set of issue 20: small real models at batch 2, inference and training."""
+    lm = dict(vocab_size=1024)
+    lms = [
+        ("gpt2", "GPT2Config", "GPT2LMHeadModel", dict(lm, n_layer=2, n_embd=128, n_head=4)),
+        (
+            "bert",
+            "BertConfig",
+            "BertForMaskedLM",
+            dict(lm, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 intermediate_size=512),
+        ),
+        (
+            "t5",
+            "T5Config",
+            "T5ForConditionalGeneration",
+            dict(lm, d_model=128, d_ff=512, num_layers=2, num_decoder_layers=2, num_heads=4,
+                 d_kv=32),
+        ),
+        (
+            "llama",
+            "LlamaConfig",
+            "LlamaForCausalLM",
+            dict(lm, hidden_size=128, intermediate_size=344, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2),
+        ),
+    ]  # fmt: skip
+    cases = []
+    for name, cfg_cls, model_cls, cfg in lms:
+        wrap = Seq2SeqWrapper if name == "t5" else LMWrapper
+        for train in (False, True):
+            make = _hf(cfg_cls, model_cls, **cfg)
+            cases.append(
+                Case(
+                    name,
+                    (lambda make=make, wrap=wrap, train=train: wrap(make(), train)),
+                    (lambda: (torch.randint(0, 1024, (2, 64)),)),
+                    train=train,
+                )
+            )
+    vit_cfg = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                   intermediate_size=512, image_size=64, patch_size=16)  # fmt: skip
+    vision = [
+        ("vit", _hf("ViTConfig", "ViTForImageClassification", **vit_cfg), 64, True),
+        ("resnet18", _vision("torchvision", "resnet18"), 224, False),
+        ("mobilenet_v3_small", _vision("torchvision", "mobilenet_v3_small"), 224, False),
+        ("convnext_atto", _vision("timm", "convnext_atto"), 224, False),
+        ("vit_tiny", _vision("timm", "vit_tiny_patch16_224"), 224, False),
+        ("mobilevitv2", _vision("timm", "mobilevitv2_050"), 256, False),
+    ]
+    for name, make, size, hf in vision:
+        for train in (False, True):
+            if hf:
+                model = lambda make=make: ImageWrapper(make())  # noqa: E731
+            else:
+                model = lambda make=make, train=train: VisionWrapper(make(), train)  # noqa: E731
+            cases.append(
+                Case(name, model, (lambda size=size: (torch.randn(2, 3, size, size),)), train)
+            )
+    return cases
+
+
 def get(suite: str, device: str) -> list[Case]:
     if suite == "micro":
         return micro(device)
     if suite == "models":
         return models(device)
+    if suite == "cpu10":
+        return cpu_models(device)
     return micro(device) + models(device)
