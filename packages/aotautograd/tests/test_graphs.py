@@ -153,3 +153,27 @@ def test_program_returning_only_a_detached_input():
     out = compiled(x)
     assert not out.requires_grad
     torch.testing.assert_close(out, x.detach())
+
+
+def test_convolution_on_channels_last_input_is_traced_channels_last():
+    """The meta kernel of convolution says contiguous; eager's kernels return channels-last
+    for a channels-last input, and the traced value says so (compilers lay it out from it)."""
+    seen = []
+
+    def compiler(gm, inputs):
+        seen.append(gm)
+        return gm
+
+    w, b = torch.randn(6, 4, 3, 3, requires_grad=True), torch.randn(6, requires_grad=True)
+
+    def f(x, w, b):
+        return torch.relu(torch.nn.functional.conv2d(x, w, b, padding=1))
+
+    x = torch.randn(2, 4, 5, 5).to(memory_format=torch.channels_last).requires_grad_()
+    out = da.aot_function(f, compiler)(x, w, b)
+    torch.testing.assert_close(out, f(x, w, b))
+    (conv_node,) = [
+        n for n in seen[0].graph.nodes if n.target is torch.ops.aten.convolution.default
+    ]
+    val = conv_node.meta["val"]
+    assert val.is_contiguous(memory_format=torch.channels_last) and not val.is_contiguous()

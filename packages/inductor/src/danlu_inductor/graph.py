@@ -168,8 +168,7 @@ class GraphLowering:
                     )
                     result = self._call(node, args, kwargs)
                     self._tag_origins(result, node.name)
-                    if self.for_gpu:
-                        self._prefer_eager_strides(node, result, (args, kwargs))
+                    self._prefer_eager_strides(node, result, (args, kwargs))
                     if users[node] > 1:
                         for r in pytree.tree_leaves(result):
                             if isinstance(r, ir.StorageBox):

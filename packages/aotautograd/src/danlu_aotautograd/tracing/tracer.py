@@ -43,6 +43,7 @@ from danlu_aotautograd.tracing.functional_ops import (
 )
 from danlu_aotautograd.tracing.shadow_tensor import ShadowTensor, fake_of, meta_like
 from danlu_primtorch.fake import DataDependentOutputError, UnsupportedFakeOp
+from danlu_primtorch.fake.conv_layout import restride_conv_output
 from danlu_primtorch.tracing.symbolic_values import SYM_TYPES, SymbolicValues
 
 aten = torch.ops.aten
@@ -243,7 +244,12 @@ class Tracer:
             if self.fake_mode is not None:
                 out = self._symbolic_meta(func, tree_map(meta_of, args), tree_map(meta_of, kwargs))
             else:
-                out = func(*tree_map(meta_of, args), **tree_map(meta_of, kwargs))
+                meta_args = tree_map(meta_of, args)
+                out = func(*meta_args, **tree_map(meta_of, kwargs))
+                if func is aten.convolution.default:
+                    # the meta kernel says contiguous; eager's kernels follow a channels-last
+                    # input or weight (what the compiler lays the value out as)
+                    out = restride_conv_output(out, meta_args[0], meta_args[1])
         except NotImplementedError as e:
             raise AotNotSupported(
                 f"{func} cannot run on metadata only (no meta kernel): {e}"

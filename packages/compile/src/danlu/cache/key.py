@@ -8,7 +8,8 @@ Components (each a short string, compared one by one to explain a miss):
 - ``constants``: the values of tensors the graph module holds;
 - ``backend``: the backend's name and settings (mode, options);
 - ``state``: grad mode, autocast (per device, with its dtype), default dtype;
-- ``versions``: danlu's packages, torch, triton, Python, the machine, the GPU's arch.
+- ``versions``: a hash of danlu's own sources (a development install changes code under one
+  version number), danlu's packages, torch, triton, Python, the machine, the GPU's arch.
 
 A graph with symbolic sizes has no key (``None``): only static graphs are cached; nor has one
 compiled while a TorchFunctionMode or TorchDispatchMode is active (it changes the trace).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import os
 import platform
 import sys
 
@@ -27,8 +29,30 @@ import torch
 _DISTS = ("danlu", "danlu-primtorch", "danlu-dynamo", "danlu-aotautograd", "danlu-inductor")
 
 
+def _code_fingerprint() -> str:
+    """A hash of danlu's own Python sources: a development install changes code under the
+    same version number, and an entry compiled by other code must not be served."""
+    import importlib
+
+    h = hashlib.sha256()
+    for name in ("danlu", "danlu_primtorch", "danlu_dynamo", "danlu_aotautograd", "danlu_inductor"):
+        try:
+            root = os.path.dirname(importlib.import_module(name).__file__)
+        except ImportError:
+            continue
+        for folder, dirs, files in sorted(os.walk(root)):
+            dirs.sort()
+            for f in sorted(files):
+                if f.endswith((".py", ".c", ".h")):
+                    path = os.path.join(folder, f)
+                    h.update(os.path.relpath(path, root).encode())
+                    with open(path, "rb") as fh:
+                        h.update(fh.read())
+    return h.hexdigest()[:16]
+
+
 def _versions() -> str:
-    parts = []
+    parts = [f"danlu-code={_code_fingerprint()}"]
     for name in (*_DISTS, "torch", "triton"):
         try:
             parts.append(f"{name}={importlib.metadata.version(name)}")

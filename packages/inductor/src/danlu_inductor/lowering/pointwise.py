@@ -181,10 +181,20 @@ def pow_(a, b):
     if not is_node(b) and not common.is_floating_point and b < 0:
         raise NotLowered("integer to a negative power")
     if not is_node(b) and common.is_floating_point:
+        # the exponents ATen's own kernel computes without pow (same values as eager); a
+        # generic pow call also keeps the C++ loop from vectorizing (GELU's x**3)
         if b == 2:
             return make_pointwise([a], lambda x: ops.mul(x, x), common)
+        if b == 3:
+            return make_pointwise([a], lambda x: ops.mul(ops.mul(x, x), x), common)
         if b == 0.5:
             return make_pointwise([a], ops.sqrt, common)
+        if b == -0.5:
+            return make_pointwise([a], ops.rsqrt, common)
+        if b == -1:
+            return make_pointwise([a], ops.reciprocal, common)
+        if b == -2:
+            return make_pointwise([a], lambda x: ops.reciprocal(ops.mul(x, x)), common)
         if b == 1:
             return make_pointwise([a], lambda x: x, common)
     return make_pointwise([a, b], ops.pow, common)

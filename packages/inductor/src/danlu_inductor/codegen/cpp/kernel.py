@@ -22,6 +22,7 @@ import torch
 
 from danlu_inductor.codegen.cpp.overrides import CppOverrides, CSEVar
 from danlu_inductor.codegen.cpp.printer import STORAGE_CTYPE, cexpr, value_ctype
+from danlu_inductor.codegen.loop_order import memory_order
 from danlu_inductor.ir.ops import V
 from danlu_inductor.ir.symbols import (
     FloorDiv,
@@ -87,13 +88,18 @@ class CppKernel:
         for n in g.nodes:
             exprs += [simplify_index(e) for _, e, _ in g.reads_in_kernel(n)]
             exprs.append(simplify_index(g.write_in_kernel(n)))
-        self.xsizes, xsub = _merge_dims(as_exprs(g.xsizes), g.xvars, exprs, "x")
+        xsizes, xvars = as_exprs(g.xsizes), list(g.xvars)
+        if not g.has_reduction:
+            # walk the dims in the stored buffer's memory order (channels-last outputs)
+            order = memory_order(g, xsizes, self.local_buffers)
+            xsizes, xvars = [xsizes[k] for k in order], [xvars[k] for k in order]
+        self.xsizes, xsub = _merge_dims(xsizes, xvars, exprs, "x")
         self.rsizes, rsub = _merge_dims(as_exprs(g.rsizes), g.rvars, exprs, "r")
         self.sub = {**xsub, **rsub}
         self.xvars = index_vars("x", len(self.xsizes)) if self.sub else g.xvars
         self.rvars = index_vars("r", len(self.rsizes)) if self.sub else g.rvars
         if xsub == {} and len(self.xsizes) == len(g.xvars):
-            self.xvars = g.xvars
+            self.xvars = xvars
         if rsub == {} and len(self.rsizes) == len(g.rvars):
             self.rvars = g.rvars
 

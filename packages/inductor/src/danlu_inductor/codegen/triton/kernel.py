@@ -18,6 +18,7 @@ import re
 import sympy
 import torch
 
+from danlu_inductor.codegen.loop_order import memory_order
 from danlu_inductor.codegen.triton.overrides import TritonOverrides, TVar
 from danlu_inductor.codegen.triton.printer import (
     SIGNATURE_TYPE,
@@ -141,30 +142,9 @@ class TritonKernel:
             self.sym_bound[v.name] = int(size) - 1 if is_static(size) else None
 
     def _memory_order(self) -> list[int]:
-        """Dims sorted by the stride the first stored buffer has along them (largest first):
-        consecutive threads then write consecutive addresses even when that buffer is not
-        contiguous in logical order. Logical order when sizes are symbolic or the store is
-        not a plain strided one."""
-        n = len(self.xsizes)
-        logical = list(range(n))
-        if n < 2 or self.symbolic:
-            return logical
-        g = self.g
-        for node in g.nodes:
-            if node.name in self.local_buffers:
-                continue
-            e = sympy.expand(g.write_in_kernel(node))
-            coeffs = []
-            for v in g.xvars:
-                c = sympy.diff(e, v)
-                if not c.is_Integer or c < 0:
-                    return logical
-                coeffs.append(int(c))
-            moving = [k for k in logical if self.xsizes[k] > 1]
-            if len(set(coeffs[k] for k in moving)) != len(moving):
-                return logical
-            return sorted(logical, key=lambda k: (-coeffs[k] if k in moving else 0, k))
-        return logical
+        if self.symbolic:
+            return list(range(len(self.xsizes)))
+        return memory_order(self.g, self.xsizes, self.local_buffers)
 
     def _tile_split(self) -> int | None:
         g = self.g
