@@ -177,3 +177,26 @@ def test_convolution_on_channels_last_input_is_traced_channels_last():
     ]
     val = conv_node.meta["val"]
     assert val.is_contiguous(memory_format=torch.channels_last) and not val.is_contiguous()
+
+
+def test_min_cut_reports_the_memory_it_saves_against_the_default_partition():
+    # sin(cos(x)) * 3: the default partition saves cos(x) (backward reads it for sin's
+    # derivative); min-cut recomputes cos(x) from x, which is alive anyway
+    def fn(x):
+        return (torch.sin(torch.cos(x)) * 3).sum()
+
+    x = torch.randn(64, requires_grad=True)
+    results = {}
+    for partition in (da.default_partition, da.min_cut_partition):
+        compiled = da.aot_function(fn, da.run_graph, partition_fn=partition)
+        compiled(x).backward()
+        (program,) = compiled.compiled
+        results[partition.__name__] = program.partition
+    default, min_cut = results["default_partition"], results["min_cut_partition"]
+    default_bytes = default.saved_bytes - default.saved_input_bytes
+    assert default_bytes >= 64 * 4
+    assert min_cut.details["default_saved_bytes"] == default_bytes
+    kept = min_cut.saved_bytes - min_cut.saved_input_bytes
+    assert min_cut.memory_saved_bytes == default_bytes - kept > 0
+    assert f"{min_cut.memory_saved_bytes} bytes fewer kept for backward" in min_cut.report()
+    assert default.memory_saved_bytes is None

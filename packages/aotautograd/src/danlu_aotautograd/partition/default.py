@@ -20,6 +20,12 @@ def default_partition(joint: fx.GraphModule, *, num_fw_outputs: int) -> Partitio
     """Forward = everything the forward outputs (and random ops) need. Every forward value
     the backward reads is saved; backward-only work that needs no tangent runs in backward."""
     parts = JointParts.of(joint, num_fw_outputs)
+    return build_partition(joint, parts, default_saved(joint, parts), "default")
+
+
+def default_saved(joint: fx.GraphModule, parts: JointParts) -> list[fx.Node]:
+    """The values the default partition saves for backward (the min-cut partitioner reports
+    their size as what it saves memory against)."""
     forward_side = parts.fw_required | set(parts.primals)
     # sizes are computed in forward and saved as SymInts (never the tensors they are read from)
     forward_side |= {
@@ -36,7 +42,4 @@ def default_partition(joint: fx.GraphModule, *, num_fw_outputs: int) -> Partitio
         if u.target is operator.getitem
     }
     backward_side = ancestors([g for g in parts.grads if g is not None]) - forward_side
-    saved = [
-        n for n in forward_side if any(u in backward_side for u in n.users) or n in parts.grads
-    ]
-    return build_partition(joint, parts, saved, "default")
+    return [n for n in forward_side if any(u in backward_side for u in n.users) or n in parts.grads]

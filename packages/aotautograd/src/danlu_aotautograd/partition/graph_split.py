@@ -132,12 +132,27 @@ class Partition:
     method: str
     details: dict = field(default_factory=dict)
 
+    @property
+    def memory_saved_bytes(self) -> int | None:
+        """Bytes (not counting inputs) this partition keeps for backward fewer than the
+        default partition would; None when the partitioner does not measure it."""
+        baseline = self.details.get("default_saved_bytes")
+        if baseline is None:
+            return None
+        return baseline - (self.saved_bytes - self.saved_input_bytes)
+
     def report(self) -> str:
         lines = [
             f"partition ({self.method}): {len(self.saved)} values saved for backward, "
             f"{self.saved_bytes} bytes ({self.saved_bytes - self.saved_input_bytes} bytes "
             f"not counting inputs)"
         ]
+        baseline = self.details.get("default_saved_bytes")
+        if baseline is not None:
+            lines.append(
+                f"  the default partition would save {baseline} bytes not counting inputs: "
+                f"{self.memory_saved_bytes} bytes fewer kept for backward"
+            )
         for name in self.saved:
             node = next(n for n in self.forward.graph.nodes if n.name == name)
             val = node.meta.get("val")

@@ -17,6 +17,7 @@ import networkx as nx
 import torch
 import torch.fx as fx
 
+from danlu_aotautograd.partition.default import default_saved
 from danlu_aotautograd.partition.graph_split import (
     JointParts,
     Partition,
@@ -119,7 +120,13 @@ def min_cut_partition(joint: fx.GraphModule, *, num_fw_outputs: int) -> Partitio
         name = name_in[: -len("_in")]
         if name + "_out" not in reachable:
             saved.append(by_name[name])
-    return build_partition(joint, parts, saved, "min_cut", cut_weight=cut_value)
+    # what the default partition (save every forward value the backward reads) would keep:
+    # the memory this cut saves is measured against it
+    primals = set(parts.primals)
+    baseline = sum(node_bytes(n) for n in default_saved(joint, parts) if n not in primals)
+    return build_partition(
+        joint, parts, saved, "min_cut", cut_weight=cut_value, default_saved_bytes=baseline
+    )
 
 
 def _ancestors_in(parts: JointParts, dependent: set[fx.Node]) -> set[fx.Node]:
