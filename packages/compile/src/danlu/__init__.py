@@ -5,6 +5,7 @@ __version__ = "0.2.0.dev0"
 from .backends import list_backends, lookup_backend, register_backend  # noqa: E402
 from .compile import OptimizedModule, compile  # noqa: E402
 from .config import config  # noqa: E402
+from .report import Report, report  # noqa: E402
 from .stats import CompileStats  # noqa: E402
 
 
@@ -62,6 +63,7 @@ if config.logs:
 __all__ = [
     "CompileStats",
     "OptimizedModule",
+    "Report",
     "compile",
     "config",
     "explain",
@@ -71,6 +73,7 @@ __all__ = [
     "mark_dynamic",
     "mark_static",
     "register_backend",
+    "report",
     "reset",
     "save_cache_artifacts",
 ]

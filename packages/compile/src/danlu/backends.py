@@ -168,9 +168,10 @@ def aot_pipeline(graph_compiler, decompositions, cache=None):
         runner, program = cache.load(store, key_info, gm, example_inputs, slow_path)
         if runner is not None:
             stats = CompileStats.current()
-            for graph in (program.forward, program.backward):
+            for kind, graph in (("forward", program.forward), ("backward", program.backward)):
                 if graph is not None:
-                    kernels = stats.record_kernels(graph)
+                    label = f"{kind} graph" + (f" of graph {record.index}" if record else "")
+                    kernels = stats.record_kernels(graph, f"{label} (graph cache)", record)
                     if record is not None:
                         record.kernels = (record.kernels or 0) + kernels.kernels
             if record is not None:
@@ -244,7 +245,7 @@ def inductor_compiler(settings: dict):
         # what the report does not time (building the callable, or all of it if it reports
         # nothing) stays unattributed and is counted as "other" by the recording backend
         _log_output(label, compiled, report)
-        kernels = stats.record_kernels(compiled)
+        kernels = stats.record_kernels(compiled, label, record)
         if record is not None:
             record.kernels = (record.kernels or 0) + kernels.kernels
             fallbacks = sum(kernels.fallback_ops.values())

@@ -28,6 +28,8 @@ class Config:
     # reporting
     progress: bool = field(default_factory=lambda: os.environ.get("DANLU_PROGRESS", "1") != "0")
     """A compile that runs longer than 3 s shows one updating line on stderr (terminals only)."""
+    report: str | None = field(default_factory=lambda: os.environ.get("DANLU_REPORT") or None)
+    """Path of an HTML compile report written when the process exits (`danlu.report`)."""
     # debugging
     debug_dir: str | None = field(default_factory=lambda: os.environ.get("DANLU_DEBUG_DIR"))
     """Directory that receives every artefact of each compile (graphs, guards, loop IR, kernels)."""
@@ -46,6 +48,8 @@ class Config:
             from .logs import configure
 
             configure(value)
+        elif name == "report" and value:
+            _report_at_exit()
         elif name == "recompile_limit" and _applied_limit[0] is not None:
             apply_recompile_limit(value)
 
@@ -67,6 +71,22 @@ class Config:
 
 
 _applied_limit: list = [None]
+_report_registered: list = [False]
+
+
+def _report_at_exit() -> None:
+    """Write `config.report` when the process exits (registered once; the path is read then)."""
+    if _report_registered[0]:
+        return
+    import atexit
+
+    def write():
+        from .report import write_configured_report
+
+        write_configured_report()
+
+    atexit.register(write)
+    _report_registered[0] = True
 
 
 def apply_recompile_limit(limit: int) -> None:

@@ -47,6 +47,7 @@ class GraphRecord:
     error: str | None = None  # the backend's error, when the graph runs eagerly instead
     cache: str | None = None  # the graph cache: "hit" (loaded) or "miss" (compiled, stored)
     _gm: object = field(default=None, repr=False)
+    _aot: object = field(default=None, repr=False)  # weak ref to the aotautograd module, if any
 
 
 @dataclass
@@ -55,6 +56,9 @@ class KernelGraphRecord:
 
     kernels: int
     fallback_ops: dict
+    label: str = ""  # "forward graph of graph 0", ...
+    graph: int | None = None  # index of the captured graph (GraphRecord) it belongs to
+    _compiled: object = field(default=None, repr=False)  # weak reference (for the report)
 
 
 # The graph whose backend call is running: danlu's own backends record their phases into it.
@@ -89,9 +93,15 @@ class CompileStats:
         self.captures.clear()
 
     # ------------------------------------------------------------------ recording
-    def record_kernels(self, compiled) -> KernelGraphRecord:
+    def record_kernels(self, compiled, label: str = "", graph=None) -> KernelGraphRecord:
+        """Count the kernels of one compiled ATen graph; `graph` is its GraphRecord. A weak
+        reference to `compiled` is kept for `danlu.report` (the sources are read from it only
+        when a report is written)."""
         report = getattr(compiled, "report", None) or {}
         record = KernelGraphRecord(report.get("kernels", 0), dict(report.get("fallback_ops", {})))
+        record.label = label
+        record.graph = getattr(graph, "index", None)
+        record._compiled = _weak(compiled)
         self.kernel_graphs.append(record)
         return record
 
@@ -214,6 +224,7 @@ class CompileStats:
             self.add_phase("other" if own else "backend compile", max(0.0, rest), record)
             if record.kernels is None:
                 record.kernels = getattr(compiled, "kernel_count", None)
+            record._aot = _weak(getattr(compiled, "aot_module", None))
             self.graphs.append(record)
             if dump is not None:
                 _dump_aot(dump, compiled)
@@ -283,6 +294,16 @@ class FirstCall:
 
     def __getattr__(self, name):
         return getattr(self.__dict__["fn"], name)
+
+
+def _weak(obj):
+    """A weak reference to `obj`, or None (for None, or what cannot be weakly referenced)."""
+    if obj is None:
+        return None
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return None
 
 
 def record_name(backend, name):
