@@ -184,6 +184,24 @@ def test_read_before_write_in_schedule_order_is_caught():
         verify(graph, sched)
 
 
+def test_library_call_reading_a_later_buffer_is_caught():
+    graph, sched = lower(lambda x, w: (x + 1) @ w, torch.randn(4, 3), torch.randn(3, 5))
+    assert [g.is_extern for g in sched.groups] == [False, True]
+    sched.groups.reverse()
+    with pytest.raises(IRVerificationError, match=r"library call .*mm.* before it is computed"):
+        verify(graph, sched)
+
+
+def test_argmax_into_a_float_buffer_is_caught():
+    graph, sched = lower(lambda x: x.argmax(-1), torch.randn(4, 6))
+    (buf,) = computed(graph)
+    verify(graph, sched)
+    buf.data.dtype = f32
+    buf.layout = FixedLayout(f32, buf.layout.size, buf.layout.stride)
+    with pytest.raises(IRVerificationError, match="argmax into float32"):
+        verify(graph, sched)
+
+
 def test_reduction_read_inside_its_own_loop_is_caught():
     graph, sched = lower(lambda x: torch.softmax(x, -1), torch.randn(6, 7))
     (group,) = sched.groups
