@@ -16,7 +16,7 @@ from danlu_inductor.codegen.wrapper import WrapperCodegen
 from danlu_inductor.graph import GraphLowering
 from danlu_inductor.ir.symbols import size_hints
 from danlu_inductor.lowering import NotLowered
-from danlu_inductor.options import validate_options, verify_ir_scope
+from danlu_inductor.options import validate_options
 from danlu_inductor.passes.constant_folding import fold_constants
 from danlu_inductor.passes.cpu_scalars import move_cpu_scalars
 from danlu_inductor.scheduler import Scheduler
@@ -80,6 +80,8 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs, options=None):
     neither backend can take, runs eagerly and says why in ``report["fallback_reason"]``.
     """
     opts = validate_options(options)
+    from danlu_inductor.options import verify_ir_scope
+
     with verify_ir_scope(opts.verify_ir):  # ir/verify.py, run by the scheduler
         return _compile_fx(gm, example_inputs, opts)
 
