@@ -80,6 +80,13 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs, options=None):
     neither backend can take, runs eagerly and says why in ``report["fallback_reason"]``.
     """
     opts = validate_options(options)
+    from danlu_inductor.options import verify_ir_scope
+
+    with verify_ir_scope(opts.verify_ir):  # ir/verify.py, run by the scheduler
+        return _compile_fx(gm, example_inputs, opts)
+
+
+def _compile_fx(gm, example_inputs, opts):
     move_cpu_scalars(gm, example_inputs)  # 0-dim CPU values of a CUDA graph, on its device
     fold_constants(gm)  # values that depend on no input: computed once, here
     backend, where = choose_backend(gm, example_inputs)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
 from dataclasses import dataclass
 
 MODES = {
@@ -21,6 +24,9 @@ OPTIONS = {
     "call and remember the fastest on disk (on by default); off: the size heuristic alone",
     "pad_matmuls": "bool: zero-pad 16-bit matmuls whose rows are not a multiple of 16 bytes "
     "so the library takes its aligned kernels (Triton path; on by default)",
+    "verify_ir": "bool: check the loop IR's well-formedness (indices within their buffers, "
+    "reads after writes, consistent dtypes; ir/verify.py) before code generation; off by "
+    "default, on for every compile when the environment sets DANLU_VERIFY_IR=1",
 }
 
 
@@ -30,6 +36,7 @@ class CompileOptions:
     max_autotune: bool = False
     autotune: bool = True
     pad_matmuls: bool = True
+    verify_ir: bool = False
     mode: str | None = None
 
 
@@ -52,9 +59,33 @@ def validate_options(options) -> CompileOptions:
         raise ValueError(f"unknown mode {mode!r}; valid modes: {', '.join(repr(m) for m in MODES)}")
     settings = {"cudagraphs": False, "max_autotune": False, "autotune": True, "pad_matmuls": True}
     settings.update(MODES[mode])
-    for key in ("cudagraphs", "max_autotune", "autotune", "pad_matmuls"):
+    for key in ("cudagraphs", "max_autotune", "autotune", "pad_matmuls", "verify_ir"):
         if key in options:
             if not isinstance(options[key], bool):
                 raise ValueError(f"option {key!r} takes a bool, got {options[key]!r}")
             settings[key] = options[key]
     return CompileOptions(mode=mode, **settings)
+
+
+class _VerifyState(threading.local):
+    enabled = False
+
+
+_verify = _VerifyState()
+
+
+def verify_ir_enabled() -> bool:
+    """Is the loop-IR checker on: the ``verify_ir`` option of the compile in progress, or
+    ``DANLU_VERIFY_IR=1`` in the environment."""
+    return _verify.enabled or os.environ.get("DANLU_VERIFY_IR", "0") not in ("", "0")
+
+
+@contextlib.contextmanager
+def verify_ir_scope(enabled: bool):
+    """Turn the checker on for the compiles inside (never off: the environment wins)."""
+    prev = _verify.enabled
+    _verify.enabled = prev or bool(enabled)
+    try:
+        yield
+    finally:
+        _verify.enabled = prev

@@ -213,9 +213,20 @@ def reshape_indexer(old_size, new_size):
     while i < len(old) or j < len(new):
         oi, nj = [], []
         po = pn = 1
-        # take at least one dim from each side (size-1 dims attach to the current group)
+        # take at least one dim from each side; once the products match, size-1 dims that
+        # follow attach to this group (before any other dim, so that [7, 3] -> [7, 1, 3]
+        # groups as 7 | 3 and needs no division)
         while True:
-            if (po <= pn or j >= len(new)) and i < len(old):
+            if po == pn and (oi and nj or (i >= len(old) and j >= len(new))):
+                if i < len(old) and old[i] == 1:
+                    oi.append(i)
+                    i += 1
+                elif j < len(new) and new[j] == 1:
+                    nj.append(j)
+                    j += 1
+                else:
+                    break
+            elif (po <= pn or j >= len(new)) and i < len(old):
                 po *= old[i]
                 oi.append(i)
                 i += 1
@@ -225,9 +236,6 @@ def reshape_indexer(old_size, new_size):
                 j += 1
             else:
                 break
-            if po == pn and (i >= len(old) or old[i] != 1) and (j >= len(new) or new[j] != 1):
-                if oi and nj or (i >= len(old) and j >= len(new)):
-                    break
         if not same(product([old_e[k] for k in oi]), product([new_e[k] for k in nj])):
             raise DynamicShapeUnsupported(f"reshape {old_e} -> {new_e}: dims do not group")
         groups.append((oi, nj))

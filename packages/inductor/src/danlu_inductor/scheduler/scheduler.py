@@ -13,6 +13,7 @@ import sympy
 
 from danlu_inductor.ir import nodes as ir
 from danlu_inductor.ir.symbols import DynamicShapeUnsupported, hint, index_vars
+from danlu_inductor.options import verify_ir_enabled
 from danlu_inductor.scheduler.nodes import (
     ExternSchedulerNode,
     MultiOutputSchedulerNode,
@@ -149,6 +150,11 @@ class Scheduler:
         for g in self.groups:
             if not g.is_extern:
                 g.compute_phases()
+        self.verify_report = None  # what ir/verify.py checked, when it ran
+        if verify_ir_enabled():
+            from danlu_inductor.ir.verify import verify_graph
+
+            self.verify_report = verify_graph(graph, self)
 
     # ------------------------------------------------------------------ nodes and deps
     def _create_nodes(self):

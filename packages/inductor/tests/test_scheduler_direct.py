@@ -1,0 +1,201 @@
+"""The scheduler on small hand-built graphs: which buffers share a kernel, where each member
+sits in it ("x", "xr", "reduction"), its loops (phases), and the kernel order, asserted on
+the scheduler's own structure (not on the kernel count of a compiled graph)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from ir_eval import LoweringContext
+
+from danlu_inductor.ir import nodes as ir
+from danlu_inductor.lowering import LOWERINGS
+from danlu_inductor.scheduler import Scheduler
+from danlu_inductor.scheduler import scheduler as scheduler_mod
+
+aten = torch.ops.aten
+
+
+def L(op):
+    return LOWERINGS[op]
+
+
+def schedule(build, *tensors):
+    """Lower ``build(*input boxes) -> outputs`` and schedule it; -> (graph, scheduler)."""
+    ctx = LoweringContext(*tensors)
+    with ctx as (graph, boxes):
+        outs = build(*boxes)
+        graph.graph_outputs = [ir.realize_input(o) for o in outs]
+        sched = Scheduler(graph)
+    return graph, sched
+
+
+def group_of(sched):
+    return {n.name: i for i, g in enumerate(sched.groups) for n in g.nodes}
+
+
+def assert_topological(sched):
+    where = group_of(sched)
+    for i, g in enumerate(sched.groups):
+        for n in g.nodes:
+            for d in n.deps:
+                assert where[d] <= i, f"{n.name} (kernel {i}) runs before its input {d}"
+                if where[d] == i and not g.is_extern:
+                    # inside a kernel: the producer's loop comes first
+                    phase = {m.name: k for k, (_, ms) in enumerate(g.phases) for m in ms}
+                    assert phase[d] <= phase[n.name]
+
+
+def realized(box):
+    box.realize()
+    return box
+
+
+def test_softmax_is_one_kernel_with_three_loops():
+    x = torch.randn(6, 7)
+    graph, sched = schedule(lambda x: [L(aten._softmax.default)(x, -1, False)], x)
+    (g,) = sched.groups
+    assert g.xsizes == [6] and g.rsizes == [7]
+    kinds = {n.name: (n.is_reduction, g.placements[n.name]) for n in g.nodes}
+    reductions = [n for n, (red, _) in kinds.items() if red]
+    assert len(reductions) == 2 and all(kinds[n][1] == "reduction" for n in reductions)
+    assert all(p == "xr" for n, (red, p) in kinds.items() if not red)
+    # max, then exp and sum in one loop over the row, then the division: three loops
+    assert [k for k, _ in g.phases] == ["r", "r", "r"]
+    amax, total = sorted(reductions, key=lambda n: sched.name_to_node[n].order)
+    assert [n.name for n in g.phases[0][1]] == [amax]
+    assert total in [n.name for n in g.phases[1][1]]
+    assert_topological(sched)
+
+
+def test_shared_pointwise_producer_fuses_vertically_into_both_consumers():
+    x = torch.randn(6, 7)
+
+    def build(x):
+        y = realized(L(aten.exp.default)(x))
+        return [L(aten.add.Tensor)(y, 1), L(aten.mul.Tensor)(y, 2)]
+
+    graph, sched = schedule(build, x)
+    (g,) = sched.groups
+    assert len(g.nodes) == 3 and set(g.placements.values()) == {"x"}
+    assert g.phases == [("x", g.nodes)]
+    assert [line.split(":")[0] for line in sched.fusion_log] == ["fuse vertical"] * 2
+
+
+def test_transposed_read_of_a_buffer_is_not_fused():
+    # z[i, j] = y[j, i] + y[i, j]: one kernel would read elements other iterations write
+    def build(x):
+        y = realized(L(aten.mul.Tensor)(x, 2))
+        return [y, L(aten.add.Tensor)(L(aten.t.default)(y), y)]
+
+    graph, sched = schedule(build, torch.randn(5, 5))
+    assert len(sched.groups) == 2 and sched.fusion_log == []
+    y, z = (b.get_name() for b in graph.graph_outputs)
+    assert group_of(sched)[y] < group_of(sched)[z]
+    merged = sched.can_fuse(sched.groups[0], sched.groups[1])
+    assert merged is None
+
+
+def test_sibling_reductions_share_one_loop():
+    x = torch.randn(6, 7)
+    graph, sched = schedule(
+        lambda x: [L(aten.sum.dim_IntList)(x, [1]), L(aten.amax.default)(x, [1])], x
+    )
+    (g,) = sched.groups
+    assert sched.fusion_log[0].startswith("fuse horizontal")
+    assert len(g.phases) == 1 and g.phases[0][0] == "r" and len(g.phases[0][1]) == 2
+
+
+def test_reduction_epilogue_runs_once_per_row():
+    x, b = torch.randn(6, 7), torch.randn(6)
+    graph, sched = schedule(
+        lambda x, b: [L(aten.add.Tensor)(L(aten.sum.dim_IntList)(x, [1]), b)], x, b
+    )
+    (g,) = sched.groups
+    red = [n for n in g.nodes if n.is_reduction]
+    epi = [n for n in g.nodes if not n.is_reduction]
+    assert g.placements[red[0].name] == "reduction" and g.placements[epi[0].name] == "x"
+    assert [k for k, _ in g.phases] == ["r", "x"]
+
+
+def test_library_call_between_two_loops_keeps_them_apart():
+    # a -> mm(a) -> out, and a -> sum(a) -> out: fusing a's kernel with out's would put the
+    # matmul inside a kernel (a cycle between kernels)
+    def build(x, w):
+        a = L(aten.add.Tensor)(x, 1)
+        m = L(aten.mm.default)(a, w)
+        return [L(aten.add.Tensor)(m, L(aten.sum.dim_IntList)(a, [1], True))]
+
+    graph, sched = schedule(build, torch.randn(6, 7), torch.randn(7, 7))
+    kinds = ["extern" if g.is_extern else "loops" for g in sched.groups]
+    assert kinds == ["loops", "extern", "loops"]
+    first, mm, last = sched.groups
+    assert any(n.is_reduction for n in first.nodes)  # a fused into the sum that reads it
+    assert sched._cycle(first, last) and sched.can_fuse(first, last) is None
+    assert_topological(sched)
+
+
+def test_dead_buffers_are_removed():
+    def build(x):
+        realized(L(aten.exp.default)(x))  # computed, never read
+        return [L(aten.mul.Tensor)(x, 2)]
+
+    graph, sched = schedule(build, torch.randn(6, 7))
+    dead = graph.buffers[0].get_name()
+    assert f"removed dead buffer {dead}" in sched.fusion_log
+    assert dead not in group_of(sched) and len(sched.groups) == 1
+
+
+def test_fusion_size_limit(monkeypatch):
+    monkeypatch.setattr(scheduler_mod, "MAX_FUSION_SIZE", 2)
+
+    def build(x):
+        y = x
+        for _ in range(5):
+            y = realized(L(aten.exp.default)(y))
+        return [y]
+
+    graph, sched = schedule(build, torch.randn(4, 4))
+    assert all(len(g.nodes) <= 2 for g in sched.groups)
+    assert len(sched.groups) == 3
+    assert_topological(sched)
+
+
+def test_different_iteration_spaces_do_not_fuse():
+    def build(x):
+        a = realized(L(aten.exp.default)(x))
+        return [L(aten.sum.dim_IntList)(a, [0]), L(aten.sum.dim_IntList)(a, [1])]
+
+    graph, sched = schedule(build, torch.randn(6, 7))
+    by_group = group_of(sched)
+    s0, s1 = (b.get_name() for b in graph.graph_outputs)
+    # a column sum and a row sum reduce over different spaces: never one kernel
+    assert by_group[s0] != by_group[s1]
+    for g in sched.groups:
+        for n in g.nodes:
+            assert g.placements[n.name] is not None
+    assert_topological(sched)
+
+
+def test_kernel_order_follows_dependencies_on_a_diamond():
+    def build(x, w):
+        a = realized(L(aten.exp.default)(x))
+        m1 = L(aten.mm.default)(a, w)
+        m2 = L(aten.mm.default)(L(aten.t.default)(a), w)
+        return [L(aten.add.Tensor)(m1, 1), m2]
+
+    graph, sched = schedule(build, torch.randn(6, 6), torch.randn(6, 6))
+    assert_topological(sched)
+    names = [g.name for g in sched.groups]
+    assert len(names) == len(set(names))
+
+
+def test_topological_check_catches_a_wrong_order():
+    # the helper above fails on a schedule that runs a consumer first
+    x = torch.randn(6, 7)
+    graph, sched = schedule(
+        lambda x, w: [L(aten.add.Tensor)(L(aten.mm.default)(x, w), 1)], x, torch.randn(7, 3)
+    )
+    sched.groups.reverse()
+    with pytest.raises(AssertionError, match="runs before its input"):
+        assert_topological(sched)
