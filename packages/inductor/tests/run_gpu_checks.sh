@@ -1,6 +1,7 @@
 #!/bin/bash
 # The Triton backend on a real GPU, in one go (about 5 minutes on an H200):
 #   bash packages/inductor/tests/run_gpu_checks.sh OUTDIR
+#   (SKIP_INSTALL=1 when the packages are installed; PYTEST_FILES to choose the test files)
 # installs the five packages in editable mode; runs the Triton test files (interpreter +
 # sm_90 AOT, with this machine's triton) in the background; compile_fx on CUDA for the
 # wrapper cases; the GPT-2 block check (fp32 / bf16 autocast, forward+backward, eager vs
@@ -12,9 +13,13 @@ export PYTHONUNBUFFERED=1 DANLU_CACHE_DIR=${DANLU_CACHE_DIR:-/tmp/danlu_cache}
 cd "$ROOT" || exit 1
 {
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
-  for p in primtorch aotautograd inductor dynamo compile; do
-    python3 -m pip install -q --no-deps --no-build-isolation -e packages/$p || echo "INSTALL FAILED: $p"
-  done
+  # SKIP_INSTALL=1: the packages are installed already (e.g. by a script running other checks
+  # at the same time, which a reinstall would disturb).
+  if [ -z "$SKIP_INSTALL" ]; then
+    for p in primtorch aotautograd inductor dynamo compile; do
+      python3 -m pip install -q --no-deps --no-build-isolation -e packages/$p || echo "INSTALL FAILED: $p"
+    done
+  fi
 } > "$OUT/install.log" 2>&1
 cat "$OUT/install.log" | grep -v "^$" | tail -4
 cd packages/inductor/tests || exit 1

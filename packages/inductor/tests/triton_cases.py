@@ -40,7 +40,9 @@ def _nll_grad(target, scale, total, classes):
     """nll_loss's gradient as its decomposition writes it: per-row loads, ~30 cheap ops."""
     t = target[:, None]
     ignore = t == -100
-    hit = (torch.arange(classes)[None, :] == torch.where(ignore, 0, t)) & (t != -100)
+    hit = (torch.arange(classes, device=t.device)[None, :] == torch.where(ignore, 0, t)) & (
+        t != -100
+    )
     weight = torch.where(t != -100, 1.0, 0.0)
     return torch.where(hit, -(weight * (scale / total)), 0.0)
 

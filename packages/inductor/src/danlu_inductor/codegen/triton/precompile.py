@@ -9,22 +9,43 @@ architecture instead (no GPU needed); tests use that to prove every kernel compi
 
 Workers are spawned processes, started once and reused. They compile with the interpreter
 off, whatever the parent runs with: kernels that the parent runs under ``TRITON_INTERPRET=1``
-still compile for a real target.
+still compile for a real target. They start without the user's main module: a spawned
+process would otherwise import it and run a script's top-level code (the model, its
+training loop) again in every worker, or fail at once when that code compiles again
+("An attempt has been made to start a new process before ... bootstrapping").
 """
 
 from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
 import importlib
 import importlib.util
 import multiprocessing
 import os
 import sys
+import threading
 import time
+import types
 
 _POOL: concurrent.futures.ProcessPoolExecutor | None = None
 _POOL_KEY = None
+_SPAWN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_main():
+    """While workers start: a ``__main__`` with no file and no spec, so that multiprocessing
+    gives the new process nothing of the user's main module to import."""
+    with _SPAWN_LOCK:
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
 
 
 def _init_worker(cuda_device):
@@ -118,7 +139,8 @@ def precompile(path, jobs, target=None, cuda_device=None, workers=None):
     if not interpreting and (workers == 1 or (len(jobs) == 1 and target is None)):
         return {j[0]: compile_job(path, *j, target) for j in jobs}
     pool = _pool(workers, cuda_device)
-    futures = {j[0]: pool.submit(compile_job, path, *j, target) for j in jobs}
+    with _without_main():  # workers start while jobs are submitted
+        futures = {j[0]: pool.submit(compile_job, path, *j, target) for j in jobs}
     return {k: f.result() for k, f in futures.items()}
 
 
