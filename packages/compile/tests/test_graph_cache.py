@@ -108,6 +108,23 @@ def test_miss_names_the_component_that_differs(cache_dir, caplog):
     assert "differs in: inputs" in caplog.text
 
 
+def test_code_changing_settings_are_part_of_the_key(cache_dir, caplog, monkeypatch):
+    # an entry compiled with one layout choice must not be loaded under another
+    monkeypatch.setenv("DANLU_CONV_CHANNELS_LAST", "0")
+    danlu.reset()
+    (first,) = _compare()
+    assert first.cache == "miss"
+    monkeypatch.setenv("DANLU_CONV_CHANNELS_LAST", "1")
+    danlu.reset()
+    with caplog.at_level("INFO", logger="danlu.cache"):
+        (second,) = _compare(seed=1)
+    assert second.cache == "miss" and "differs in: state" in caplog.text
+    monkeypatch.setenv("DANLU_CONV_CHANNELS_LAST", "0")
+    danlu.reset()
+    (third,) = _compare(seed=2)
+    assert third.cache == "hit"
+
+
 @pytest.mark.parametrize("damage", ["truncate_tensors", "garble_entry", "remove_tensors"])
 def test_corrupt_entries_are_misses_and_removed(cache_dir, caplog, damage):
     danlu.reset()

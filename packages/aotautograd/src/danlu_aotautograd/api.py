@@ -17,6 +17,7 @@ from danlu_aotautograd.partition import min_cut_partition
 from danlu_aotautograd.runtime.boxed import BoxedGraph
 from danlu_aotautograd.runtime.compiled_function import CompiledProgram
 from danlu_aotautograd.tracing.attention_masks import unit_stride_attention_masks
+from danlu_aotautograd.tracing.shadow_tensor import ShadowTensor
 from danlu_primtorch.tracing.tracer import TracingError
 
 Compiler = Callable[[fx.GraphModule, list], Callable]
@@ -36,6 +37,29 @@ def _resolve_decompositions(decompositions) -> dict:
 
 def _placeholder_values(gm: fx.GraphModule) -> list:
     return [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def _saved_layouts(fw, backward: fx.GraphModule, num_fw_outputs: int) -> list:
+    """The backward's example inputs, the saved values with the strides the compiled forward
+    gives them (``fw.output_strides``, when its compiler reports them); their placeholders'
+    ``meta["val"]`` follow."""
+    placeholders = [n for n in backward.graph.nodes if n.op == "placeholder"]
+    values = [n.meta["val"] for n in placeholders]
+    strides = getattr(fw, "output_strides", None)
+    if not isinstance(strides, list) or backward.meta.get("shape_env") is not None:
+        return values
+    for i, stride in enumerate(strides[num_fw_outputs:]):
+        if i >= len(values):
+            break
+        val = values[i]
+        if stride is None or not isinstance(val, ShadowTensor) or val.stride() == stride:
+            continue
+        if len(stride) != val.dim() or val.storage_offset() != 0:
+            continue
+        elem = torch.empty_strided(val.shape, stride, dtype=val.dtype, device="meta")
+        new = ShadowTensor(elem, val.device, requires_grad=val.requires_grad)
+        values[i] = placeholders[i].meta["val"] = new
+    return values
 
 
 def _plain_tensors(values) -> bool:
@@ -350,8 +374,12 @@ class AotFunction:
             timings["partition"] = time.perf_counter() - start
             _mark_shape_env(program, partition.forward, partition.backward)
             start = time.perf_counter()
+            # the forward's compiler may lay out the values saved for the backward as it likes
+            # (channels-last around convolutions) and say so; the backward is compiled for it
+            partition.forward.meta["saved_for_backward_from"] = program.num_fw_outputs
             fw = self.fw_compiler(partition.forward, _placeholder_values(partition.forward))
-            bw = self.bw_compiler(partition.backward, _placeholder_values(partition.backward))
+            bw_inputs = _saved_layouts(fw, partition.backward, program.num_fw_outputs)
+            bw = self.bw_compiler(partition.backward, bw_inputs)
             timings["compile"] = time.perf_counter() - start
             compiled = CompiledProgram(program, fw, bw, partition, partition.forward, timings)
         else:

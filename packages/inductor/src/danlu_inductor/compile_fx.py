@@ -16,6 +16,7 @@ from danlu_inductor.codegen.wrapper import WrapperCodegen
 from danlu_inductor.graph import GraphLowering
 from danlu_inductor.ir.symbols import size_hints
 from danlu_inductor.lowering import NotLowered
+from danlu_inductor.lowering.convolution import wants_channels_last
 from danlu_inductor.options import validate_options
 from danlu_inductor.passes.constant_folding import fold_constants
 from danlu_inductor.passes.cpu_scalars import move_cpu_scalars
@@ -45,6 +46,13 @@ class CompiledGraph:
         return pytree.tree_unflatten(flat, self.out_spec)
 
     # ------------------------------------------------------------- what it made
+    @property
+    def output_strides(self) -> list | None:
+        """Strides of each output as the compiled code returns it (None for non-tensors);
+        outputs saved for the backward may differ from the trace's (lowering/convolution.py)."""
+        graph = self.graph
+        return list(graph.output_strides) if graph is not None else None
+
     @property
     def num_kernels(self) -> int:
         return self.report["kernels"]
@@ -218,7 +226,8 @@ def _prepare(gm, example_inputs, prefix):
         log.warning("danlu_inductor: running the graph eagerly: %s", where)
         return EagerGraph(gm, where)
     try:
-        graph = GraphLowering(gm, example_inputs).run()
+        channels_last = wants_channels_last(gm, torch.device("cpu"))
+        graph = GraphLowering(gm, example_inputs, conv_channels_last=channels_last).run()
         t1 = time.perf_counter()
         with size_hints(graph.hint_values()):
             scheduler = Scheduler(graph)

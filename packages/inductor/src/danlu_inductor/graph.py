@@ -21,6 +21,10 @@ from danlu_inductor.ir.symbols import (
     size_hints,
 )
 from danlu_inductor.lowering import LOWERINGS, NotLowered
+from danlu_inductor.lowering.convolution import (
+    channels_last_strides,
+    nodes_preferring_channels_last,
+)
 from danlu_inductor.lowering.extern import make_extern
 from danlu_inductor.lowering.registry import is_node
 
@@ -31,7 +35,14 @@ class GraphLowering:
     """``force_fallback``: FX node names that run as ATen fallback kernels even when a
     lowering exists (a backend failed to build a kernel for a group they were fused into)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs, force_fallback=(), for_gpu=False):
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs,
+        force_fallback=(),
+        for_gpu=False,
+        conv_channels_last=False,
+    ):
         self.gm = gm
         # GPU graphs: a pointwise result stored in memory takes the strides eager gives it
         # (channels-last stays channels-last) instead of contiguous ones, reductions with few
@@ -39,6 +50,16 @@ class GraphLowering:
         # consumers are recomputed unless expensive (ir/nodes.py)
         self.for_gpu = for_gpu
         self.force_fallback = frozenset(force_fallback)
+        # convolutions and the image-shaped values around them channels-last
+        # (lowering/convolution.py)
+        self.conv_channels_last = conv_channels_last
+        self.prefer_channels_last = (
+            nodes_preferring_channels_last(gm) if conv_channels_last else set()
+        )
+        # outputs from this position on go only to the backward (the forward graph of a
+        # training step): they keep the layout chosen here instead of eager's
+        self.free_outputs_from = gm.meta.get("saved_for_backward_from")
+        self.output_strides: list = []  # per output: its strides (ints), None for non-tensors
         self.example_inputs = list(example_inputs)
         self.buffers: list[ir.Buffer] = []
         self.name_to_buffer: dict[str, ir.Buffer] = {}
@@ -168,6 +189,8 @@ class GraphLowering:
                     )
                     result = self._call(node, args, kwargs)
                     self._tag_origins(result, node.name)
+                    if node in self.prefer_channels_last:
+                        self._prefer_channels_last(result, (args, kwargs))
                     self._prefer_eager_strides(node, result, (args, kwargs))
                     if users[node] > 1:
                         for r in pytree.tree_leaves(result):
@@ -182,6 +205,21 @@ class GraphLowering:
         finally:
             ir._current.graph = prev
         return self
+
+    @staticmethod
+    def _prefer_channels_last(result, inputs):
+        """A new 4-D value of a node in ``prefer_channels_last``: stored channels-last if it
+        is ever stored (a tuple's parts too: max pooling's values and indices)."""
+        passed = {id(a) for a in pytree.tree_leaves(inputs)}
+        for r in pytree.tree_leaves(result):
+            if (
+                isinstance(r, ir.StorageBox)
+                and isinstance(r.data, ir.Pointwise)
+                and id(r) not in passed
+                and len(r.get_size()) == 4
+                and getattr(r, "preferred_stride", None) is None
+            ):
+                r.preferred_stride = channels_last_strides(r.get_size())
 
     def _prefer_eager_strides(self, node, result, inputs):
         """Remember eager's stride order on a new pointwise box: if it is ever stored, it is
@@ -303,11 +341,16 @@ class GraphLowering:
         if len(flat_meta) != len(flat):
             flat_meta = [None] * len(flat)
         result = []
+        free_from = self.free_outputs_from
         for i, (value, meta) in enumerate(zip(flat, flat_meta)):
             if not is_node(value):
                 if isinstance(value, sympy.Basic):
                     self.sym_outputs.append(i)
                 result.append(value)
+                continue
+            if free_from is not None and i >= free_from and self.conv_channels_last:
+                # saved for the backward, which is compiled for the layout it gets
+                result.append(ir.realize_input(value))
                 continue
             stride = None
             if isinstance(meta, torch.Tensor) and _dense(meta):
@@ -327,6 +370,13 @@ class GraphLowering:
                     out = ir.StorageBox(copy).realize(stride)
                 result.append(out)
         self.graph_outputs = result
+        self.output_strides = [
+            tuple(int(s) for s in r.layout.stride)
+            if hasattr(r, "layout")
+            and all(getattr(s, "is_Integer", False) for s in r.layout.stride)
+            else None
+            for r in result
+        ]
 
 
 def _other_strides(buf, stride) -> bool:

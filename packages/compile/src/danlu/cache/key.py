@@ -102,6 +102,16 @@ def _constants(gm) -> str:
     return h.hexdigest()[:24]
 
 
+# Environment settings that change the code danlu generates for the same graph.
+CODEGEN_ENV = (
+    "DANLU_CONV_CHANNELS_LAST",
+    "DANLU_CPP_OPT",
+    "DANLU_CXX",
+    "DANLU_INDUCTOR_TRITON_ON_CPU",
+    "TRITON_INTERPRET",
+)
+
+
 def _state(example_inputs) -> str:
     devices = sorted({x.device.type for x in example_inputs if isinstance(x, torch.Tensor)})
     parts = [
@@ -112,6 +122,7 @@ def _state(example_inputs) -> str:
     for dev in ("cpu", "cuda"):
         if torch.is_autocast_enabled(dev):
             parts.append(f"autocast_{dev}={torch.get_autocast_dtype(dev)}")
+    parts += [f"{k}={os.environ[k]}" for k in CODEGEN_ENV if os.environ.get(k)]
     if "cuda" in devices and torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability()
         parts.append(f"sm_{major}{minor}")

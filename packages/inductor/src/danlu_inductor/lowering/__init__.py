@@ -1,6 +1,7 @@
 """Lowerings from ATen ops to the loop IR, one file per op family."""
 
 from danlu_inductor.lowering import (  # noqa: F401  (imported for their registrations)
+    convolution,
     creation,
     extern,
     pointwise,

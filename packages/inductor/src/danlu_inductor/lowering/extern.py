@@ -179,4 +179,5 @@ def _extern(op):
 
 
 for _op in EXTERN_OPS:
-    _extern(_op)
+    if _op not in (aten.convolution.default, aten.convolution_backward.default):
+        _extern(_op)  # convolutions: lowering/convolution.py (they choose their layouts)

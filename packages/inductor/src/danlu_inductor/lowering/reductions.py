@@ -6,9 +6,15 @@ from __future__ import annotations
 import sympy
 import torch
 
-from danlu_inductor.ir.nodes import Pointwise, Reduction, StorageBox, current_graph
-from danlu_inductor.ir.ops import ops
-from danlu_inductor.ir.symbols import FloorDiv, IMod, hint, is_static, product
+from danlu_inductor.ir.nodes import (
+    Pointwise,
+    Reduction,
+    StorageBox,
+    _LoadRecorder,
+    current_graph,
+)
+from danlu_inductor.ir.ops import V, ops
+from danlu_inductor.ir.symbols import FloorDiv, IMod, hint, index_vars, is_static, product
 from danlu_inductor.lowering.registry import (
     NotLowered,
     aten,
@@ -67,8 +73,9 @@ def reduce(x, dims, reduction_type, out_dtype, src_dtype=None, keepdim=False):
     kept_sizes, red_sizes = [size[d] for d in kept], [size[d] for d in dims]
     splits = _splits(kept_sizes, red_sizes, reduction_type)
     if splits > 1:
+        chunk_major = _contiguous_along_kept(inner, kept_sizes, red_sizes)
         inner, red_sizes = _first_stage(
-            inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits
+            inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits, chunk_major
         )
     red = Reduction(out_dtype, kept_sizes, red_sizes, reduction_type, inner, src_dtype)
     box = StorageBox(red)
@@ -112,29 +119,53 @@ def _splits(kept_sizes, red_sizes, reduction_type) -> int:
     return splits
 
 
-def _first_stage(inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits):
+def _contiguous_along_kept(inner, kept_sizes, red_sizes) -> bool:
+    """Whether the reduction reads memory contiguously along a kept dim and strided along
+    every reduced one: a per-channel sum over a channels-last tensor (batch-norm statistics
+    and their gradients after a channels-last convolution)."""
+    kidx, ridx = index_vars("k", len(kept_sizes)), index_vars("r", len(red_sizes))
+    rec = _LoadRecorder()
+    try:
+        with V.set_handler(rec):
+            inner(kidx, ridx)
+    except Exception:  # noqa: BLE001 - a body the probe cannot run: keep the usual order
+        return False
+    along_kept = False
+    for _, expr in rec.loads:
+        e = sympy.expand(sympy.sympify(expr))
+        if e.has(FloorDiv, IMod):
+            return False
+        if any(s != 1 and sympy.diff(e, v) == 1 for v, s in zip(ridx, red_sizes)):
+            return False
+        along_kept |= any(s != 1 and sympy.diff(e, v) == 1 for v, s in zip(kidx, kept_sizes))
+    return along_kept
+
+
+def _first_stage(inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits, chunk_major):
     """The partial reduction over ``splits`` chunks, realized; returns the second stage's
-    ``inner`` (reading the partials) and its reduced sizes ``[splits]``."""
+    ``inner`` (reading the partials) and its reduced sizes ``[splits]``. The partials are
+    ``[*kept, splits]``, or ``[splits, *kept]`` when ``chunk_major`` (the input is contiguous
+    along a kept dim: neighbouring programs then read neighbouring memory)."""
     chunk = int(product(red_sizes)) // splits
 
     def chunked(index, rindex):
-        flat = index[-1] * chunk + rindex[0]
+        part, kept = (index[0], index[1:]) if chunk_major else (index[-1], index[:-1])
+        flat = part * chunk + rindex[0]
         rdims, rest = [], flat
         for s in reversed(red_sizes[1:]):
             rdims.append(IMod(rest, s))
             rest = FloorDiv(rest, s)
         rdims.append(rest)
-        return inner(index[:-1], rdims[::-1])
+        return inner(kept, rdims[::-1])
 
-    partial = Reduction(
-        src_dtype, [*kept_sizes, splits], [chunk], reduction_type, chunked, src_dtype
-    )
+    sizes = [splits, *kept_sizes] if chunk_major else [*kept_sizes, splits]
+    partial = Reduction(src_dtype, sizes, [chunk], reduction_type, chunked, src_dtype)
     box = StorageBox(partial)
     box.realize()
     load = box.make_loader()
 
     def second(index, rindex):
-        return load([*index, rindex[0]])
+        return load([rindex[0], *index] if chunk_major else [*index, rindex[0]])
 
     return second, [splits]
 

@@ -19,6 +19,7 @@ from danlu_inductor.codegen.wrapper import WrapperCodegen
 from danlu_inductor.graph import GraphLowering
 from danlu_inductor.ir.symbols import size_hints
 from danlu_inductor.lowering import NotLowered
+from danlu_inductor.lowering.convolution import wants_channels_last
 from danlu_inductor.passes import pad_matmuls
 from danlu_inductor.runtime import FlagWatch
 from danlu_inductor.scheduler import Scheduler
@@ -69,10 +70,17 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
     forced: set[str] = set()
     failures: list[dict] = []
     padded = pad_matmuls(gm) if opts.pad_matmuls else 0
+    channels_last = wants_channels_last(gm, device)
     for _ in range(MAX_RETRIES):
         t0 = time.perf_counter()
         try:
-            graph = GraphLowering(gm, example_inputs, force_fallback=forced, for_gpu=True).run()
+            graph = GraphLowering(
+                gm,
+                example_inputs,
+                force_fallback=forced,
+                for_gpu=True,
+                conv_channels_last=channels_last,
+            ).run()
         except NotLowered as e:
             log.warning("danlu_inductor: cannot compile this graph (%s); running it eagerly", e)
             return EagerGraph(gm, str(e))

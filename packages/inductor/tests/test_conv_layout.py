@@ -1,0 +1,166 @@
+"""The convolution layout choice (lowering/convolution.py): which graphs take it, which
+values it lays out channels-last, and that results and output strides stay eager's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import aten_graph
+from torch.utils import _pytree as pytree
+
+from danlu_inductor import compile_fx
+from danlu_inductor.lowering.convolution import (
+    channels_last_strides,
+    nodes_preferring_channels_last,
+    wants_channels_last,
+)
+
+CPU, CUDA = torch.device("cpu"), torch.device("cuda")
+
+
+def _is_channels_last(stride, size) -> bool:
+    want = channels_last_strides(size)
+    return all(n == 1 or int(a) == int(b) for n, a, b in zip(size, stride, want))
+
+
+def depthwise_block(x, w_in, w_dw, w_out, scale, fc):
+    """A MobileNet-style block: small weights, large activations; then a classifier."""
+    y = F.conv2d(x, w_in)
+    y = F.hardswish(y * scale[None, :, None, None])
+    y = F.conv2d(y, w_dw, padding=1, groups=w_dw.shape[0])
+    y = F.conv2d(F.relu(y), w_out) + x  # a residual sum between convolutions
+    return F.linear(y.mean((2, 3)), fc), y
+
+
+def depthwise_args(batch=2, channels=8, size=20):
+    x = torch.randn(batch, channels, size, size)
+    return [
+        x,
+        torch.randn(4 * channels, channels, 1, 1) * 0.3,
+        torch.randn(4 * channels, 1, 3, 3) * 0.3,
+        torch.randn(channels, 4 * channels, 1, 1) * 0.2,
+        torch.rand(4 * channels) + 0.5,
+        torch.randn(10, channels),
+    ]
+
+
+def wide_block(x, w1, w2):
+    """A ResNet-style stack at a small image size: the weights outweigh the activations."""
+    return F.conv2d(F.relu(F.conv2d(x, w1, padding=1)), w2, padding=1)
+
+
+def wide_args():
+    return [torch.randn(1, 64, 6, 6), torch.randn(128, 64, 3, 3), torch.randn(128, 128, 3, 3)]
+
+
+@pytest.fixture
+def no_setting(monkeypatch):
+    monkeypatch.delenv("DANLU_CONV_CHANNELS_LAST", raising=False)
+
+
+def test_which_graphs_take_it(no_setting, monkeypatch):
+    small_weights = aten_graph(depthwise_block, *depthwise_args())
+    big_weights = aten_graph(wide_block, *wide_args())
+    mkldnn = torch.backends.mkldnn.is_available()
+    assert wants_channels_last(small_weights, CPU) == mkldnn
+    assert not wants_channels_last(big_weights, CPU)
+    # CUDA: inference graphs only (the decision needs no GPU)
+    assert wants_channels_last(big_weights, CUDA)
+    small_weights.meta["saved_for_backward_from"] = 2  # a training step's forward
+    assert not wants_channels_last(small_weights, CUDA)
+    no_convs = aten_graph(lambda x: x.relu() + 1, torch.randn(2, 3, 4, 4))
+    assert not wants_channels_last(no_convs, CPU) and not wants_channels_last(no_convs, CUDA)
+    monkeypatch.setenv("DANLU_CONV_CHANNELS_LAST", "1")
+    assert wants_channels_last(big_weights, CPU) and wants_channels_last(small_weights, CUDA)
+    assert not wants_channels_last(no_convs, CPU)
+    monkeypatch.setenv("DANLU_CONV_CHANNELS_LAST", "0")
+    assert not wants_channels_last(small_weights, CPU)
+    assert not wants_channels_last(big_weights, CUDA)
+
+
+def test_preferred_values_stop_at_the_classifier():
+    gm = aten_graph(depthwise_block, *depthwise_args())
+    prefer = nodes_preferring_channels_last(gm)
+    convs = [n for n in gm.graph.nodes if n.target is torch.ops.aten.convolution.default]
+    assert len(convs) == 3 and all(c in prefer for c in convs)
+    # the values between the convolutions (scale, hardswish, relu, the residual sum) too
+    feeding = [c.args[0] for c in convs if c.args[0].op != "placeholder"]
+    assert len(feeding) == 2 and all(n in prefer for n in feeding)
+    residual = [n for n in convs[2].users if n.target is torch.ops.aten.add.Tensor]
+    assert residual and residual[0] in prefer
+    # the classifier's 2-D values are not
+    mm = [n for n in gm.graph.nodes if n.target in (torch.ops.aten.mm.default,)]
+    assert all(n not in prefer for n in mm)
+
+
+def _compile(fn, args):
+    gm = aten_graph(fn, *args)
+    flat = pytree.tree_leaves(list(args))
+    return compile_fx(gm, flat), flat
+
+
+@pytest.mark.parametrize("setting", ["", "1", "0"])
+def test_results_and_strides_are_eagers(setting, monkeypatch):
+    if setting:
+        monkeypatch.setenv("DANLU_CONV_CHANNELS_LAST", setting)
+    else:
+        monkeypatch.delenv("DANLU_CONV_CHANNELS_LAST", raising=False)
+    torch.manual_seed(0)
+    args = depthwise_args()
+    compiled, _ = _compile(depthwise_block, args)
+    for _ in range(2):  # fresh inputs, a non-contiguous image among them
+        fresh = depthwise_args()
+        fresh[0] = torch.randn(2, 8, 24, 20)[:, :, 2:22, :]
+        want = depthwise_block(*[a.double() for a in fresh])
+        got = compiled(*fresh)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g.double(), w, rtol=1e-4, atol=1e-4)
+        eager = depthwise_block(*fresh)
+        assert [g.stride() for g in got] == [e.stride() for e in eager]
+    # the convolutions read channels-last activations exactly when the choice is on
+    convs = [
+        b
+        for b in compiled.graph.buffers
+        if "convolution" in type(b).__name__.lower()
+        or "aten.convolution" in str(getattr(b, "op", ""))
+    ]
+    chose = compiled.graph.conv_channels_last
+    assert chose == (setting == "1" or (setting == "" and torch.backends.mkldnn.is_available()))
+    if chose:
+        assert convs, [type(b).__name__ for b in compiled.graph.buffers]
+        for b in convs:
+            assert _is_channels_last(b.layout.stride, b.layout.size), b.layout
+    else:
+        assert all(not _is_channels_last(b.layout.stride, b.layout.size) for b in convs)
+
+
+def _bn_statistics(x, w):
+    """A convolution and the per-channel statistics of its result (batch norm in training)."""
+    y = F.conv2d(x, w, padding=1)
+    mean = y.mean((0, 2, 3), keepdim=True)
+    return mean, (y - mean).square().mean((0, 2, 3))
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_split_statistics_read_channels_last_memory_in_order(channels_last):
+    """On GPU graphs a per-channel reduction over a long extent is split in two stages; over
+    a channels-last value its partials are chunk-major ([splits, C]: neighbouring programs
+    read neighbouring channels), else channel-major ([C, splits])."""
+    from danlu_inductor.graph import GraphLowering
+    from danlu_inductor.ir.nodes import ComputedBuffer, Reduction
+
+    args = [torch.randn(8, 16, 32, 32), torch.randn(24, 16, 3, 3)]
+    gm = aten_graph(_bn_statistics, *args)
+    graph = GraphLowering(gm, args, for_gpu=True, conv_channels_last=channels_last).run()
+    partials = [
+        b.layout.size
+        for b in graph.buffers
+        if isinstance(b, ComputedBuffer)
+        and isinstance(b.data, Reduction)
+        and len(b.layout.size) == 2
+    ]
+    assert partials, [b.layout.size for b in graph.buffers]
+    for size in partials:
+        channels_at = 1 if channels_last else 0
+        assert int(size[channels_at]) == 24 and int(size[1 - channels_at]) > 1, size
