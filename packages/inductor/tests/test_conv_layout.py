@@ -69,6 +69,7 @@ def test_which_graphs_take_it(no_setting, monkeypatch):
     assert wants_channels_last(big_weights, CUDA)
     small_weights.meta["saved_for_backward_from"] = 2  # a training step's forward
     assert not wants_channels_last(small_weights, CUDA)
+    assert not wants_channels_last(small_weights, CPU)
     no_convs = aten_graph(lambda x: x.relu() + 1, torch.randn(2, 3, 4, 4))
     assert not wants_channels_last(no_convs, CPU) and not wants_channels_last(no_convs, CUDA)
     monkeypatch.setenv("DANLU_CONV_CHANNELS_LAST", "1")

@@ -102,3 +102,18 @@ def test_compiled_rejects_wrong_shapes(shape):
         run(x)
         with pytest.raises((ValueError, RuntimeError)):
             run(torch.randn(*shape[:-1], shape[-1] + 1))
+
+
+def test_fallback_reasons_are_reported():
+    """Each ATen fallback says why it was not lowered (the compile report shows it)."""
+
+    def fn(x, idx):
+        # cumsum has no lowering; a complex sum is refused by the sum lowering
+        return x.cumsum(0), idx.sum(dtype=torch.complex64)
+
+    from helpers import compile_fn
+
+    compiled, _ = compile_fn(fn, torch.randn(4, 3), torch.arange(6))
+    reasons = compiled.report["fallback_reasons"]
+    assert reasons["aten.cumsum.default"] == "no lowering for this op"
+    assert set(reasons) == set(compiled.report["fallback_ops"])

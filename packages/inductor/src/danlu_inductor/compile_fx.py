@@ -190,6 +190,7 @@ def compile_fx_batch(items):
             "extern_calls": sum(graph.externs.values()),
             "fallback_calls": sum(graph.fallbacks.values()),
             "fallback_ops": dict(graph.fallbacks),
+            "fallback_reasons": dict(graph.fallback_reasons),
             "lowering_s": times[0],
             "codegen_s": times[1],
             "compile_s": build_s,

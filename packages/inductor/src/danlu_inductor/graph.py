@@ -68,6 +68,8 @@ class GraphLowering:
         self.constants: dict[str, torch.Tensor] = {}
         self.graph_outputs: list = []
         self.fallbacks: Counter = Counter()
+        # ATen op -> why it runs as a fallback kernel (the first reason seen)
+        self.fallback_reasons: dict[str, str] = {}
         self.externs: Counter = Counter()
         self.lowered: Counter = Counter()
         self.current_node: torch.fx.Node | None = None
@@ -306,6 +308,9 @@ class GraphLowering:
         lowering = LOWERINGS.get(target)
         if node.name in self.force_fallback and isinstance(target, torch._ops.OpOverload):
             lowering = None
+        reason = "no lowering for this op"
+        if lowering is None and node.name in self.force_fallback:
+            reason = "its fused kernel failed to build"
         if lowering is not None:
             try:
                 out = lowering(*args, **kwargs)
@@ -315,14 +320,17 @@ class GraphLowering:
                 return out
             except NotLowered as e:
                 log.debug("%s: fallback (%s)", target, e)
+                reason = f"not lowered for these arguments: {e}"
             except TypeError as e:
                 # a symbolic size compared with a number it cannot be decided against
                 if self.shape_env is None:
                     raise
                 log.debug("%s: fallback for symbolic sizes (%s)", target, e)
+                reason = f"not lowered for these symbolic sizes: {e}"
         if not isinstance(target, torch._ops.OpOverload):
             raise NotLowered(f"{node.name}: target {target} is not an ATen op")
         self.fallbacks[str(target)] += 1
+        self.fallback_reasons.setdefault(str(target), reason)
         meta = node.meta.get("val")
         meta = meta if _is_tensor_tree(meta) else None
         if self.shape_env is not None and meta is not None:

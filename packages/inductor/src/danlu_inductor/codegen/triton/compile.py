@@ -151,6 +151,7 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
         "extern_calls": sum(graph.externs.values()),
         "fallback_calls": sum(graph.fallbacks.values()),
         "fallback_ops": dict(graph.fallbacks),
+        "fallback_reasons": dict(graph.fallback_reasons),
         "triton_fallbacks": failures,
         "padded_matmuls": padded,
         "lowering_s": t1 - t0,
