@@ -3,62 +3,16 @@ values report and the phase timings."""
 
 from __future__ import annotations
 
-import torch
 import torch.fx as fx
 
-from danlu_aotautograd.tracing.shadow_tensor import ShadowTensor
-
-_DTYPE = {
-    torch.float32: "f32",
-    torch.float64: "f64",
-    torch.float16: "f16",
-    torch.bfloat16: "bf16",
-    torch.int64: "i64",
-    torch.int32: "i32",
-    torch.bool: "b8",
-    torch.uint8: "u8",
-}
-
-
-def _type(val) -> str:
-    if isinstance(val, ShadowTensor):
-        dt = _DTYPE.get(val.dtype, str(val.dtype).replace("torch.", ""))
-        return f"{dt}{list(val.shape)}"
-    if isinstance(val, (list, tuple)):
-        return "(" + ", ".join(_type(v) for v in val) + ")"
-    return type(val).__name__
-
-
-def _arg(a) -> str:
-    if isinstance(a, fx.Node):
-        return "%" + a.name
-    if isinstance(a, (list, tuple)):
-        inner = ", ".join(_arg(x) for x in a)
-        return f"[{inner}]" if isinstance(a, list) else f"({inner})"
-    return repr(a)
+from danlu_primtorch.tracing.printing import brief_value
+from danlu_primtorch.tracing.printing import format_graph as _format_graph
 
 
 def format_graph(gm: fx.GraphModule, title: str = "graph") -> str:
-    """One line per node: ``%name: type = op(args)``."""
-    lines = [f"{title}:"]
-    for n in gm.graph.nodes:
-        val = n.meta.get("val")
-        if n.op == "placeholder":
-            lines.append(f"  %{n.name}: {_type(val)} = input")
-        elif n.op == "get_attr":
-            lines.append(f"  %{n.name}: {_type(val)} = constant {n.target}")
-        elif n.op == "output":
-            lines.append(f"  return {_arg(n.args[0])}")
-        else:
-            target = getattr(n.target, "__name__", str(n.target))
-            if isinstance(n.target, torch._ops.OpOverload):
-                target = str(n.target)
-            args = [_arg(a) for a in n.args] + [f"{k}={_arg(v)}" for k, v in n.kwargs.items()]
-            line = f"  %{n.name}: {_type(val)} = {target}({', '.join(args)})"
-            if "source" in n.meta:
-                line += f"  # {n.meta['source']}"
-            lines.append(line)
-    return "\n".join(lines)
+    """One line per node under ``title``: ``%name: f32[3, 4] = op(args)  # source``
+    (danlu-primtorch's printer with the short value format)."""
+    return _format_graph(gm, value=brief_value, title=title, comments=True)
 
 
 def format_compiled(compiled) -> str:

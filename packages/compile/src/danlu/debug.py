@@ -31,66 +31,12 @@ import time
 
 import torch
 
-_DTYPES = {
-    torch.float32: "f32",
-    torch.float64: "f64",
-    torch.float16: "f16",
-    torch.bfloat16: "bf16",
-    torch.int64: "i64",
-    torch.int32: "i32",
-    torch.int8: "i8",
-    torch.uint8: "u8",
-    torch.bool: "b8",
-}
-
-
-def value_type(val) -> str:
-    """`f32[3, 4]` for a tensor (real or fake), the type name otherwise."""
-    if isinstance(val, torch.Tensor):
-        dtype = _DTYPES.get(val.dtype, str(val.dtype).replace("torch.", ""))
-        shape = ", ".join(str(s) for s in val.shape)
-        strides = val.stride() if val.layout == torch.strided else None
-        contiguous = strides is None or val.is_contiguous()
-        return f"{dtype}[{shape}]" + ("" if contiguous else f" strides {tuple(strides)}")
-    if isinstance(val, (list, tuple)):
-        return "(" + ", ".join(value_type(v) for v in val) + ")"
-    return type(val).__name__
-
 
 def graph_table(gm: torch.fx.GraphModule) -> str:
-    """One node a line: `%name: f32[3, 4] = target(args)`."""
+    """One node a line: `%name: f32[3, 4] = target(args)` (danlu-primtorch's printer)."""
+    from danlu_primtorch.tracing.printing import brief_value, format_graph
 
-    def arg(a):
-        if isinstance(a, torch.fx.Node):
-            return "%" + a.name
-        if isinstance(a, (list, tuple)):
-            inner = ", ".join(arg(x) for x in a)
-            return f"[{inner}]" if isinstance(a, list) else f"({inner})"
-        return repr(a)
-
-    lines = []
-    for n in gm.graph.nodes:
-        val = n.meta.get("val", n.meta.get("example_value"))
-        if n.op == "placeholder":
-            lines.append(f"%{n.name}: {value_type(val)} = input {n.target}")
-        elif n.op == "output":
-            lines.append(f"return {arg(n.args[0])}")
-        elif n.op == "get_attr":
-            lines.append(f"%{n.name}: {value_type(val)} = constant {n.target}")
-        else:
-            if n.op == "call_method":
-                target = f"Tensor.{n.target}"
-            elif n.op == "call_module":
-                target = f"module {n.target}"
-            elif isinstance(n.target, torch._ops.OpOverload):
-                target = str(n.target)
-            else:
-                mod = getattr(n.target, "__module__", None) or ""
-                name = getattr(n.target, "__name__", str(n.target))
-                target = f"{mod}.{name}" if mod and mod != "_operator" else name
-            args = [arg(a) for a in n.args] + [f"{k}={arg(v)}" for k, v in n.kwargs.items()]
-            lines.append(f"%{n.name}: {value_type(val)} = {target}({', '.join(args)})")
-    return "\n".join(lines) + "\n"
+    return format_graph(gm, value=brief_value, input_names=True) + "\n"
 
 
 class DebugRun:

@@ -1,35 +1,28 @@
-"""`mode=` and `options=` of `danlu.compile`, checked against what danlu-inductor accepts.
+"""`mode=` and `options=` of `danlu.compile`, checked by danlu-inductor, which owns both.
 
-danlu-inductor names its options (`danlu_inductor.OPTIONS`) and checks them
-(`danlu_inductor.validate_options`); a mode is one of those options ("reduce-overhead" turns on
-CUDA graphs, "max-autotune" also times every Triton launch configuration). Both act on CUDA
-graphs only: on the CPU the C++ backend compiles the same code in every mode, and a warning
-says so. A danlu-inductor too old to publish options accepts none.
+danlu-inductor names its modes and options (`danlu_inductor.options`: `MODES`, `OPTIONS`) and
+checks them (`check_mode`, `validate_options`); a mode is one of those options
+("reduce-overhead" turns on CUDA graphs, "max-autotune" also times every Triton launch
+configuration). Both act on CUDA graphs only: on the CPU the C++ backend compiles the same
+code in every mode, and a warning says so.
 """
 
 from __future__ import annotations
 
 import warnings
 
-MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
-MODE_MEANING = {
-    "reduce-overhead": "CUDA graphs around the compiled calls",
-    "max-autotune": "CUDA graphs, and Triton launch configurations chosen by timing",
-    "max-autotune-no-cudagraphs": "Triton launch configurations chosen by timing",
-}
-
 
 def check_mode(mode) -> None:
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; valid modes: {', '.join(map(repr, MODES))}")
+    from danlu_inductor.options import check_mode as inductor_check_mode
+
+    inductor_check_mode(mode)
 
 
 def resolve(mode, options) -> dict:
     """The options dict to hand `danlu_inductor.compile_fx` (validated; {} for defaults)."""
     import torch
 
-    import danlu_inductor
+    from danlu_inductor.options import MODE_MEANING, validate_options
 
     check_mode(mode)
     settings = dict(options or {})
@@ -37,17 +30,7 @@ def resolve(mode, options) -> dict:
         if "mode" in settings and settings["mode"] != mode:
             raise ValueError(f"mode={mode!r} and options['mode']={settings['mode']!r} disagree")
         settings["mode"] = mode
-    validate = getattr(danlu_inductor, "validate_options", None)
-    if validate is None:
-        unknown = sorted(k for k in settings if k != "mode")
-        if unknown:
-            raise ValueError(
-                f"unknown inductor option(s) {unknown}; danlu-inductor "
-                f"{danlu_inductor.__version__} accepts no options yet (valid options: none)"
-            )
-        settings = {}  # nothing to pass: this danlu-inductor has no modes either
-    else:
-        validate(settings)  # raises ValueError naming the valid options
+    validate_options(settings)  # raises ValueError naming the valid options
     if mode in MODE_MEANING and not torch.cuda.is_available():
         warnings.warn(
             f"mode={mode!r} ({MODE_MEANING[mode]}) has no effect on the CPU: danlu-inductor's "

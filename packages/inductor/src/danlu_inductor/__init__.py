@@ -6,9 +6,10 @@ from danlu_inductor.compile_fx import CompiledGraph, compile_fx, compile_fx_batc
 from danlu_inductor.decompositions import decomposition_table  # noqa: E402
 from danlu_inductor.inference import inference_backend  # noqa: E402
 from danlu_inductor.ir.symbols import DynamicShapeUnsupported, NotLowered  # noqa: E402
-from danlu_inductor.options import OPTIONS, validate_options  # noqa: E402
+from danlu_inductor.options import MODES, OPTIONS, check_mode, validate_options  # noqa: E402
 
 __all__ = [
+    "MODES",
     "OPTIONS",
     "CompiledGraph",
     "DynamicShapeUnsupported",
@@ -17,5 +18,6 @@ __all__ = [
     "compile_fx_batch",
     "decomposition_table",
     "inference_backend",
+    "check_mode",
     "validate_options",
 ]

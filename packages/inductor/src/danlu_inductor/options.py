@@ -7,6 +7,8 @@ import os
 import threading
 from dataclasses import dataclass
 
+# The compile modes (the one list: danlu.compile's `mode=` is checked against it) and the
+# options each sets.
 MODES = {
     None: {},
     "default": {},
@@ -14,6 +16,18 @@ MODES = {
     "max-autotune": {"cudagraphs": True, "max_autotune": True},
     "max-autotune-no-cudagraphs": {"max_autotune": True},
 }
+MODE_MEANING = {
+    "reduce-overhead": "CUDA graphs around the compiled calls",
+    "max-autotune": "CUDA graphs, and Triton launch configurations chosen by timing",
+    "max-autotune-no-cudagraphs": "Triton launch configurations chosen by timing",
+}
+
+
+def check_mode(mode) -> None:
+    """Raise ``ValueError`` naming the valid modes unless ``mode`` is one."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; valid modes: {', '.join(repr(m) for m in MODES)}")
+
 
 OPTIONS = {
     "mode": "one of " + ", ".join(repr(m) for m in MODES) + " (sets the options below)",
@@ -55,8 +69,7 @@ def validate_options(options) -> CompileOptions:
         valid = "; ".join(f"{k}: {v}" for k, v in OPTIONS.items())
         raise ValueError(f"unknown danlu_inductor option(s) {unknown}; valid options: {valid}")
     mode = options.get("mode")
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; valid modes: {', '.join(repr(m) for m in MODES)}")
+    check_mode(mode)
     settings = {"cudagraphs": False, "max_autotune": False, "autotune": True, "pad_matmuls": True}
     settings.update(MODES[mode])
     for key in ("cudagraphs", "max_autotune", "autotune", "pad_matmuls", "verify_ir"):
