@@ -25,7 +25,7 @@ import os
 import pathlib
 import re
 
-from .stats import CompileStats
+from .stats import CompileStats, segment_code
 
 # (pattern in a graph break's reason, what to do about it); the first match wins
 _HINTS: tuple[tuple[str, str], ...] = (
@@ -191,24 +191,13 @@ def _deref(ref):
     return ref() if ref is not None else None
 
 
-def _code_of(ctx, seg):
-    code = getattr(seg, "code", None)
-    if code is not None:
-        return code
-    for code, cache in getattr(ctx, "caches", {}).items():
-        for segs in getattr(cache, "entries", {}).values():
-            if any(s is seg for s in segs):
-                return code
-    return None
-
-
 def _collect_frames(stats) -> tuple[list, list, list]:
     frames: dict = {}
     breaks: dict = {}
     recompiles: list = []
     for ctx in stats.captures:
         for seg in getattr(ctx, "records", ()):
-            code = _code_of(ctx, seg)
+            code = segment_code(ctx, seg)[0]
             if code is None:
                 continue
             frame = frames.get(code)

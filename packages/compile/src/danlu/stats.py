@@ -353,15 +353,21 @@ def _dump_aot(dump, compiled) -> None:
     dump.write("aot_graphs.txt", format_aot(compiled))
 
 
-def _location(ctx, seg) -> str | None:
+def segment_code(ctx, seg) -> tuple:
+    """``(code, offset)`` of the frame a captured segment belongs to, ``(None, 0)`` if unknown."""
     code = getattr(seg, "code", None)
     if code is not None:  # capture through the frame hook: the entry knows its code
-        offset = getattr(seg, "offset", 0)
-        where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
-        return where + (f" offset {offset}" if offset else "")
+        return code, getattr(seg, "offset", 0)
     for code, cache in getattr(ctx, "caches", {}).items():
         for offset, segs in getattr(cache, "entries", {}).items():
             if any(s is seg for s in segs):
-                where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
-                return where + (f" offset {offset}" if offset else "")
-    return None
+                return code, offset
+    return None, 0
+
+
+def _location(ctx, seg) -> str | None:
+    code, offset = segment_code(ctx, seg)
+    if code is None:
+        return None
+    where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+    return where + (f" offset {offset}" if offset else "")

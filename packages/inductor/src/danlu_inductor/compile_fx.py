@@ -51,7 +51,7 @@ class CompiledGraph:
         """Strides of each output as the compiled code returns it (None for non-tensors);
         outputs saved for the backward may differ from the trace's (lowering/convolution.py)."""
         graph = self.graph
-        return list(graph.output_strides) if graph is not None else None
+        return graph.output_strides if graph is not None else None
 
     @property
     def num_kernels(self) -> int:

@@ -59,7 +59,6 @@ class GraphLowering:
         # outputs from this position on go only to the backward (the forward graph of a
         # training step): they keep the layout chosen here instead of eager's
         self.free_outputs_from = gm.meta.get("saved_for_backward_from")
-        self.output_strides: list = []  # per output: its strides (ints), None for non-tensors
         self.example_inputs = list(example_inputs)
         self.buffers: list[ir.Buffer] = []
         self.name_to_buffer: dict[str, ir.Buffer] = {}
@@ -378,20 +377,22 @@ class GraphLowering:
                     out = ir.StorageBox(copy).realize(stride)
                 result.append(out)
         self.graph_outputs = result
-        self.output_strides = [
+
+    @property
+    def output_strides(self) -> list:
+        """Per output: its strides (ints), None for non-tensors and symbolic strides."""
+        return [
             tuple(int(s) for s in r.layout.stride)
             if hasattr(r, "layout")
             and all(getattr(s, "is_Integer", False) for s in r.layout.stride)
             else None
-            for r in result
+            for r in self.graph_outputs
         ]
 
 
 def _other_strides(buf, stride) -> bool:
     layout = getattr(buf, "layout", None)
-    if layout is None:
-        return False
-    return any(s != 1 and a != b for s, a, b in zip(layout.size, layout.stride, stride))
+    return layout is not None and not layout.has_strides(stride)
 
 
 _SIZE_OPS = (

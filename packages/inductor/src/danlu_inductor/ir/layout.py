@@ -32,12 +32,13 @@ class Layout:
             return sympy.Integer(0)
         return self.offset + 1 + sum((s - 1) * st for s, st in zip(self.size, self.stride))
 
+    def has_strides(self, stride: Sequence) -> bool:
+        """The strides are ``stride`` in every dim of size other than 1 (a size-1 dim's
+        stride never moves the index)."""
+        return all(a == b for a, b, s in zip(self.stride, stride, self.size) if s != 1)
+
     def is_contiguous(self) -> bool:
-        return all(
-            a == b
-            for a, b, s in zip(self.stride, contiguous_strides(self.size), self.size)
-            if s != 1
-        )
+        return self.has_strides(contiguous_strides(self.size))
 
     def __repr__(self):
         dt = str(self.dtype).replace("torch.", "")

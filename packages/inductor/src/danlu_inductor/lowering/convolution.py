@@ -135,10 +135,6 @@ def channels_last_strides(size) -> list:
     return strides_for_order(size, [3, 0, 2, 1])
 
 
-def _has_strides(layout, stride) -> bool:
-    return all(s == 1 or a == b for s, a, b in zip(layout.size, layout.stride, stride))
-
-
 def require_channels_last(x):
     """``x`` (a 4-D IR value) as a buffer or strided view laid out channels-last: stored
     that way if it is still loops, else copied."""
@@ -152,7 +148,7 @@ def require_channels_last(x):
         if isinstance(box, StorageBox) and not box.is_realized() and box.get_size() == x.get_size():
             box.realize(stride)
     out = realize_input(x)
-    if isinstance(out, (Buffer, ReinterpretView)) and _has_strides(out.layout, stride):
+    if isinstance(out, (Buffer, ReinterpretView)) and out.layout.has_strides(stride):
         return out
     copy = StorageBox(Pointwise(x.get_dtype(), x.get_size(), x.make_loader()))
     return copy.realize(stride)
