@@ -127,3 +127,40 @@ def test_autocast_dtype_argument(dtype):
         return y, y.dtype
 
     check(f, _xw)
+
+
+def test_op_that_type_checks_only_after_autocast_casts():
+    # a bfloat16 activation into a convolution whose weight and bias are float32 (timm's
+    # ConvNeXt: the stem's convolution, then a channels-last layer norm, then a depthwise
+    # convolution): eager autocast casts all three to bfloat16; the uncast fakes would raise,
+    # which used to end the graph there
+    conv = nn.Conv2d(6, 6, 3, padding=1, groups=6)
+
+    def f(x, w):
+        with torch.autocast("cpu", dtype=BF16):
+            y = F.conv2d(x, w)  # bfloat16
+            y = F.layer_norm(y.permute(0, 2, 3, 1), (6,)).permute(0, 3, 1, 2).to(BF16)
+            z = conv(y)
+        return z, z.dtype
+
+    def inputs(g):
+        return _t(g, 2, 4, 9, 9), _t(g, 6, 4, 1, 1)
+
+    opt, c = check(f, inputs)
+    assert len(c.graphs) == 1 and not breaks(opt)
+
+
+def test_op_that_fails_under_autocast_too_still_breaks_the_graph():
+    def f(x, w):
+        with torch.autocast("cpu", dtype=BF16):
+            return F.conv2d(x, w)  # channel mismatch: eager raises as well
+
+    g = torch.Generator().manual_seed(0)
+    x, w = _t(g, 2, 4, 9, 9), _t(g, 6, 5, 1, 1)
+    import danlu_dynamo
+
+    opt = danlu_dynamo.optimize("eager")(f)
+    with pytest.raises(RuntimeError):
+        f(x, w)
+    with pytest.raises(RuntimeError):
+        opt(x, w)

@@ -80,6 +80,18 @@ def _hint(v):
 
 def autocast_dtypes(fn, args, kwargs, result):
     """``result`` with autocast's dtypes (unchanged when autocast is off for its inputs)."""
+    want = probe_dtypes(fn, args, kwargs)
+    if want is None:
+        return None
+    have = pytree.tree_leaves(result)
+    if len(want) != len(have):
+        raise Unsupported("autocast: result structure differs from the probe's")
+    return want
+
+
+def probe_dtypes(fn, args, kwargs):
+    """The dtypes (leaf order, None for non-tensors) of ``fn``'s result under the current
+    autocast state, or None when autocast is off for its inputs."""
     if not torch._C._is_any_autocast_enabled() or not _autocast_devices(args, kwargs):
         return None
 
@@ -103,11 +115,30 @@ def autocast_dtypes(fn, args, kwargs, result):
         raise Unsupported(
             f"autocast: cannot tell the dtype of {getattr(fn, '__name__', fn)} ({type(e).__name__})"
         ) from e
-    want = [t.dtype if isinstance(t, torch.Tensor) else None for t in pytree.tree_leaves(out)]
-    have = pytree.tree_leaves(result)
-    if len(want) != len(have):
-        raise Unsupported("autocast: result structure differs from the probe's")
-    return want
+    return [t.dtype if isinstance(t, torch.Tensor) else None for t in pytree.tree_leaves(out)]
+
+
+def autocast_inputs(fn, args, kwargs, mode):
+    """``(args, kwargs)`` with their floating-point fakes cast as autocast casts them for
+    ``fn``, or None when that cannot be told. Fakes skip the autocast layer, so an op that
+    only type-checks after autocast's casts (``conv2d`` of a bfloat16 input with a float32
+    bias) fails on them as it is; autocast casts every floating-point input of such an op to
+    one dtype (its lower-precision dtype, float32, or the widest), which is the dtype of the
+    op's result, and the probe tells that."""
+    dtypes = {d for d in (probe_dtypes(fn, args, kwargs) or ()) if d is not None}
+    if len(dtypes) != 1:
+        return None
+    (dt,) = dtypes
+    if not dt.is_floating_point:
+        return None
+
+    def cast(x):
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != dt:
+            return x.to(dt)
+        return x
+
+    with mode:
+        return pytree.tree_map(cast, (args, kwargs))
 
 
 def cast_to(result, dtypes, mode):

@@ -36,8 +36,15 @@ def to_fake(mode: FakeTensorMode, t: torch.Tensor, dims=None, source=None) -> to
 def run_fake(mode: FakeTensorMode, fn, args, kwargs):
     """Run ``fn`` on fake example values (args/kwargs already hold fakes)."""
     try:
-        with mode:
-            result = fn(*args, **kwargs)
+        try:
+            with mode:
+                result = fn(*args, **kwargs)
+        except Exception:
+            cast = _autocast_retry(fn, args, kwargs, mode)
+            if cast is None:
+                raise
+            with mode:
+                result = fn(*cast[0], **cast[1])
         if torch._C._is_any_autocast_enabled():
             from .autocast_probe import autocast_dtypes, cast_to
 
@@ -49,6 +56,19 @@ def run_fake(mode: FakeTensorMode, fn, args, kwargs):
         raise
     except Exception as e:
         raise Unsupported(f"{getattr(fn, '__name__', fn)}: {type(e).__name__}: {_short(e)}") from e
+
+
+def _autocast_retry(fn, args, kwargs, mode):
+    """Under autocast, the arguments as autocast would cast them (None when autocast is off or
+    cannot be probed): the first run on the uncast fakes failed."""
+    if not torch._C._is_any_autocast_enabled():
+        return None
+    from .autocast_probe import autocast_inputs
+
+    try:
+        return autocast_inputs(fn, args, kwargs, mode)
+    except Exception:  # the probe fails too: report the first error
+        return None
 
 
 def _short(e) -> str:
