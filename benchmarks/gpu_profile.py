@@ -102,7 +102,7 @@ def host_profile(step, iters, path):
 def kernel_group(name: str) -> str:
     """Which library or generator a CUDA kernel came from, by its name."""
     low = name.lower()
-    if name.startswith("kernel") or name.startswith("triton_"):
+    if name.startswith(("kernel", "danlu_", "triton_")):
         return "generated (Triton)"
     if any(k in low for k in ("sdpa", "flash", "fmha", "attention")):
         return "attention library"

@@ -9,6 +9,7 @@ Each kernel call carries a comment naming the FX nodes it came from.
 from __future__ import annotations
 
 import math
+import re
 
 import sympy
 import torch
@@ -34,6 +35,18 @@ def _ints(exprs):
     return ptuple(exprs)
 
 
+def describe_kernel(has_reduction: bool, origins) -> str:
+    """``danlu_red_native_layer_norm_permute``: the kind of loop and the first few ATen ops
+    (FX node names without their counters) a kernel was fused from."""
+    ops: list[str] = []
+    for o in origins:
+        op = re.sub(r"_\d+$", "", re.sub(r"\W", "_", o))
+        if op and op not in ops:
+            ops.append(op)
+    text = "_".join(ops[:4])[:48].rstrip("_") or "fused"
+    return f"danlu_{'red' if has_reduction else 'poi'}_{text}"
+
+
 class WrapperCodegen:
     """``kernel_backend.call_convention`` decides how kernels are called: ``"pointers"``
     (ctypes functions of the C++ backend get ``data_ptr()`` integers, buffers live on the
@@ -43,9 +56,18 @@ class WrapperCodegen:
     the caller to check after the whole call (CUDA graph replays)."""
 
     def __init__(
-        self, graph, scheduler, kernel_backend, kernel_prefix="", defer_index_checks=False
+        self,
+        graph,
+        scheduler,
+        kernel_backend,
+        kernel_prefix="",
+        defer_index_checks=False,
+        descriptive_names=False,
     ):
         self.kernel_prefix = kernel_prefix
+        # GPU kernels are named after what they compute (``danlu_red_native_layer_norm_12``)
+        # so that a profiler's kernel list can be read without the wrapper source
+        self.descriptive_names = descriptive_names
         self.graph = graph
         self.sched = scheduler
         self.backend = kernel_backend  # makes kernels for fusion groups
@@ -63,6 +85,12 @@ class WrapperCodegen:
         self.memory_log: list[str] = []
 
     # ------------------------------------------------------------------ helpers
+    def _kernel_name(self, grp, origins) -> str:
+        n = len(self.kernel_names)
+        if not self.descriptive_names:
+            return f"{self.kernel_prefix}kernel{n}"
+        return f"{self.kernel_prefix}{describe_kernel(grp.has_reduction, origins)}_{n}"
+
     def _const(self, value) -> str:
         name = f"c{len(self.consts)}"
         self.consts[name] = value
@@ -188,12 +216,12 @@ class WrapperCodegen:
                 self._extern_call(grp.nodes[0].node, body)
             else:
                 local = self._local_buffers(grp)
-                kernel_name = f"{self.kernel_prefix}kernel{len(self.kernel_names)}"
                 origins = []
                 for n in grp.nodes:
                     for o in n.node.origins:
                         if o not in origins:
                             origins.append(o)
+                kernel_name = self._kernel_name(grp, origins)
                 self.kernel_origins[kernel_name] = origins
                 kernel = self.backend.make_kernel(grp, kernel_name, self._dtypes(), local)
                 self.artifacts[kernel_name] = kernel

@@ -96,7 +96,9 @@ def compile_triton(gm, example_inputs, device: torch.device, opts):
             # on a GPU the bounds flag is read after the call (FirstCallGuard) or the CUDA
             # graph replay, without stalling the host; in the interpreter, after each kernel
             defer = opts.cudagraphs or (device.type == "cuda" and not interpreting())
-            wrapper = WrapperCodegen(graph, scheduler, backend, defer_index_checks=defer)
+            wrapper = WrapperCodegen(
+                graph, scheduler, backend, defer_index_checks=defer, descriptive_names=True
+            )
             try:
                 wrapper.source = wrapper.generate()
                 t2 = time.perf_counter()
