@@ -35,12 +35,16 @@ def _ints(exprs):
     return ptuple(exprs)
 
 
+# overload names that FX node names carry (``sum_dim_int_list_3``): noise in a kernel name
+_OVERLOAD = re.compile(r"(_(default|tensor|scalar|self|dim_int_list|dim|int|correction|input))+$")
+
+
 def describe_kernel(has_reduction: bool, origins) -> str:
     """``danlu_red_native_layer_norm_permute``: the kind of loop and the first few ATen ops
     (FX node names without their counters) a kernel was fused from."""
     ops: list[str] = []
     for o in origins:
-        op = re.sub(r"_\d+$", "", re.sub(r"\W", "_", o))
+        op = _OVERLOAD.sub("", re.sub(r"_\d+$", "", re.sub(r"\W", "_", o)))
         if op and op not in ops:
             ops.append(op)
     text = "_".join(ops[:4])[:48].rstrip("_") or "fused"
