@@ -41,6 +41,10 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(0)
         if a.is_Integer and b.is_Integer:
             return sympy.Integer(int(a) // int(b))
+        # (a // m) // n == a // (m*n): one canonical form, so that reshape splits can be
+        # matched up again (``simplify_index``)
+        if isinstance(a, FloorDiv) and a.args[1].is_Integer and b.is_Integer:
+            return FloorDiv(a.args[0], a.args[1] * b)
         # (k*b*u + v) // b == k*u + v // b when the k*b*u terms are exact multiples.
         if b.is_Integer and isinstance(a, sympy.Add):
             whole, rest = [], []
@@ -244,7 +248,9 @@ def affine_coefficients(expr: Expr, variables: Sequence[sympy.Symbol]):
 
 
 def simplify_index(expr: Expr) -> Expr:
-    """Undo div/mod splits that a reshape introduced: ``c*(a % n) + c*n*(a // n) -> c*a``."""
+    """Undo div/mod splits that a reshape introduced: ``c*(a % n) + c*n*(a // n) -> c*a``,
+    also one level down (``c*((a // m) % n) + c*n*(a // (m*n)) -> c*(a // m)``), so a
+    flattening of several dims folds back one pair at a time."""
     expr = sympy.expand(expr)
     if not isinstance(expr, sympy.Add):
         return expr
@@ -256,11 +262,14 @@ def simplify_index(expr: Expr) -> Expr:
         for i, (c1, f1) in enumerate(parts):
             if not isinstance(f1, IMod):
                 continue
-            a, n = f1.args
+            x, n = f1.args
+            # x is a // m (m = 1: x itself); its quotient by n is a // (m*n)
+            base, m = (x.args[0], x.args[1]) if isinstance(x, FloorDiv) else (x, 1)
+            outer = FloorDiv(base, m * n)
             for j, (c2, f2) in enumerate(parts):
-                if isinstance(f2, FloorDiv) and f2.args == (a, n) and c2 == c1 * n:
+                if f2 == outer and c2 == c1 * n:
                     rest = [t for k, t in enumerate(terms) if k not in (i, j)]
-                    terms = list(sympy.Add(*rest, c1 * a).as_ordered_terms())
+                    terms = list(sympy.Add(*rest, c1 * x).as_ordered_terms())
                     changed = True
                     break
             if changed:
