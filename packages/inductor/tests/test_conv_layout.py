@@ -165,3 +165,32 @@ def test_split_statistics_read_channels_last_memory_in_order(channels_last):
     for size in partials:
         channels_at = 1 if channels_last else 0
         assert int(size[channels_at]) == 24 and int(size[1 - channels_at]) > 1, size
+
+
+def _ln_weight_grads(g, x, mean, rstd):
+    """A channels-last layer norm's weight and bias gradients (ConvNeXt's blocks): per-channel
+    sums over every position of ``g * xhat`` and of ``g``; mean and rstd are per position."""
+    xhat = (x - mean) * rstd
+    return (g * xhat).sum((0, 1, 2)), g.sum((0, 1, 2))
+
+
+def test_split_sums_with_per_row_loads_are_chunk_major():
+    """The per-position mean/rstd loads are the same for every channel, so they do not decide
+    the order: the partials of both sums are chunk-major, like a plain per-channel sum."""
+    from danlu_inductor.graph import GraphLowering
+    from danlu_inductor.ir.nodes import ComputedBuffer, Reduction
+
+    args = [torch.randn(8, 28, 28, 96), torch.randn(8, 28, 28, 96)]
+    args += [torch.randn(8, 28, 28, 1), torch.rand(8, 28, 28, 1) + 0.5]
+    gm = aten_graph(_ln_weight_grads, *args)
+    graph = GraphLowering(gm, args, for_gpu=True).run()
+    partials = [
+        b.layout.size
+        for b in graph.buffers
+        if isinstance(b, ComputedBuffer)
+        and isinstance(b.data, Reduction)
+        and len(b.layout.size) == 2
+    ]
+    assert len(partials) == 2, [b.layout.size for b in graph.buffers]
+    for size in partials:
+        assert int(size[1]) == 96 and int(size[0]) > 1, size

@@ -14,7 +14,15 @@ from danlu_inductor.ir.nodes import (
     current_graph,
 )
 from danlu_inductor.ir.ops import V, ops
-from danlu_inductor.ir.symbols import FloorDiv, IMod, hint, index_vars, is_static, product
+from danlu_inductor.ir.symbols import (
+    FloorDiv,
+    IMod,
+    hint,
+    index_vars,
+    is_static,
+    product,
+    simplify_index,
+)
 from danlu_inductor.lowering.registry import (
     NotLowered,
     aten,
@@ -132,7 +140,11 @@ def _contiguous_along_kept(inner, kept_sizes, red_sizes) -> bool:
         return False
     along_kept = False
     for _, expr in rec.loads:
-        e = sympy.expand(sympy.sympify(expr))
+        e = simplify_index(sympy.sympify(expr))
+        if not any(e.has(v) for v, s in zip(kidx, kept_sizes) if s != 1):
+            # the same value for every kept index (a norm's per-row mean and rstd): one
+            # broadcast load per row, whatever the order; the per-element loads decide
+            continue
         if e.has(FloorDiv, IMod):
             return False
         if any(s != 1 and sympy.diff(e, v) == 1 for v, s in zip(ridx, red_sizes)):
