@@ -187,7 +187,9 @@ def test_library_matmul_reads_a_flattened_or_transposed_view_without_a_copy():
         return m, s, m2
 
     gen = torch.Generator().manual_seed(3)
-    args = [torch.randn(*s, generator=gen) for s in ((2, 6, 6, 64), (2, 6, 6, 64), (64, 32), (72, 16))]
+    args = [
+        torch.randn(*s, generator=gen) for s in ((2, 6, 6, 64), (2, 6, 6, 64), (64, 32), (72, 16))
+    ]
     compiled = check_same(f, *args, rtol=1e-4, atol=1e-4)
     # one kernel for t, one for the sum; no copy kernels in front of the matmuls
     assert compiled.num_kernels == 2, compiled.fusion_decisions()
