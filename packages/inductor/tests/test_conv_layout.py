@@ -194,3 +194,65 @@ def test_split_sums_with_per_row_loads_are_chunk_major():
     assert len(partials) == 2, [b.layout.size for b in graph.buffers]
     for size in partials:
         assert int(size[1]) == 96 and int(size[0]) > 1, size
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_long_variance_on_gpu_graphs_is_two_split_sums(channels_last):
+    """Batch-norm statistics over a long extent (var_mean over N, H, W) are two split sums on
+    GPU graphs (mean, then squared deviations), not one Welford pass over few programs; the
+    values match eager (checked in float64 through the C++ backend, which shares the
+    lowering but does not split)."""
+    from danlu_inductor.graph import GraphLowering
+    from danlu_inductor.ir.nodes import ComputedBuffer, Reduction
+
+    def stats(x):
+        return torch.var_mean(x, (0, 2, 3), correction=0)
+
+    x = torch.randn(8, 24, 48, 48)  # 18432 values per channel: beyond one-kernel two-pass
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    gm = aten_graph(stats, x)
+    graph = GraphLowering(gm, [x], for_gpu=True).run()
+    reductions = [
+        b.data.reduction_type
+        for b in graph.buffers
+        if isinstance(b, ComputedBuffer) and isinstance(b.data, Reduction)
+    ]
+    assert not any("welford" in t for t in reductions), reductions
+    # var: two stages for each of its two sums; the mean (a separate sum after the
+    # decomposition): two more
+    assert reductions == ["sum"] * 6, reductions
+    xd = x.double()
+    from helpers import check_same
+
+    check_same(stats, xd, rtol=1e-10, atol=1e-10)
+
+
+def _relu_grad_sum_and_scale(g, y):
+    d = torch.where(y <= 0, 0.0, g)  # a ReLU's backward
+    return d.sum((0, 2, 3)), d * 2.0  # a per-channel sum of it (split) and a pointwise of it
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_pointwise_joins_a_split_reduction_only_when_its_memory_order_fits(channels_last):
+    """A pointwise value over the whole tensor can run inside a split reduction's loop ("xr"),
+    visiting elements in the reduction's order. Over contiguous memory that order walks the
+    memory (fused); over channels-last memory a chunk-major split visits no two neighbours in
+    a row, so the pointwise value gets a kernel of its own. Values match eager either way."""
+    from danlu_inductor.graph import GraphLowering
+    from danlu_inductor.ir.symbols import size_hints
+    from danlu_inductor.scheduler import Scheduler
+
+    gen = torch.Generator().manual_seed(5)
+    args = [torch.randn(8, 32, 40, 40, generator=gen) for _ in range(2)]
+    if channels_last:
+        args = [a.to(memory_format=torch.channels_last) for a in args]
+    gm = aten_graph(_relu_grad_sum_and_scale, *args)
+    graph = GraphLowering(gm, args, for_gpu=True).run()
+    with size_hints(graph.hint_values()):
+        groups = Scheduler(graph).groups
+    placed = [p for grp in groups for p in grp.placements.values()]
+    assert ("xr" in placed) == (not channels_last), [grp.describe() for grp in groups]
+    from helpers import check_same
+
+    check_same(_relu_grad_sum_and_scale, *args, rtol=1e-4, atol=1e-4)

@@ -295,12 +295,18 @@ def welford(x, dims, keepdim):
 
     Rows that stay in cache (up to TWO_PASS_MAX elements) use two vectorizable passes in the
     same kernel: mean, then the sum of squared deviations (as accurate as Welford, and
-    several times faster than its per-element division). Longer reductions use one Welford
-    pass (both outputs share one accumulator), which also combines across threads.
+    several times faster than its per-element division); so do reductions that a GPU graph
+    splits (two split sums, each reading the input once). Other long reductions use one
+    Welford pass (both outputs share one accumulator), which also combines across threads.
     """
     c = compute_dtype(x.get_dtype())
-    n = product([x.get_size()[d] for d in dims])
-    if hint(n) <= TWO_PASS_MAX:
+    size = x.get_size()
+    n = product([size[d] for d in dims])
+    kept = [s for d, s in enumerate(size) if d not in dims]
+    # a long reduction with few outputs (batch-norm statistics: 256 channels of 200704 values)
+    # runs as split sums on the GPU, where one Welford pass would keep only a few programs busy
+    split = _splits(kept, [size[d] for d in dims], "sum") > 1
+    if hint(n) <= TWO_PASS_MAX or split:
         from danlu_inductor.lowering.views import squeeze
 
         s = reduce(x, dims, "sum", c, c, keepdim=True)

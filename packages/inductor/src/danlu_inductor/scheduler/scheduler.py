@@ -12,7 +12,7 @@ from __future__ import annotations
 import sympy
 
 from danlu_inductor.ir import nodes as ir
-from danlu_inductor.ir.symbols import DynamicShapeUnsupported, hint, index_vars
+from danlu_inductor.ir.symbols import DynamicShapeUnsupported, hint, index_vars, simplify_index
 from danlu_inductor.options import verify_ir_enabled
 from danlu_inductor.scheduler.nodes import (
     ExternSchedulerNode,
@@ -111,6 +111,26 @@ class FusionGroup:
         dims = xs + (f" | r {rs}" if rs else "")
         members = ", ".join(f"{n.name}:{self.placements[n.name]}" for n in self.nodes)
         return f"{kind} kernel [{dims}]: {members}"
+
+
+def _unit_stride(index, var, loop) -> bool:
+    """Whether one step of ``var`` moves ``index`` by one element: read off the expression
+    when ``var`` appears linearly, else tried at three points of the loop space (a flattened
+    index that the reshape's divisions keep from folding)."""
+    if index.coeff(var, 1) == 1:
+        return True
+    sizes = {v: hint(s) for v, s in loop}
+    if sizes[var] < 2:
+        return False
+    for pick in (lambda s: 0, lambda s: (s - 1) // 2, lambda s: max(s - 2, 0)):
+        at = {v: min(pick(s), s - 1) for v, s in sizes.items()}
+        at[var] = min(at[var], sizes[var] - 2)
+        here = index.xreplace({v: sympy.Integer(i) for v, i in at.items()})
+        at[var] += 1
+        there = index.xreplace({v: sympy.Integer(i) for v, i in at.items()})
+        if not (there - here).is_Integer or int(there - here) != 1:
+            return False
+    return True
 
 
 def _score_nearby_pairs(scores: dict, nodes: list, weight: int) -> None:
@@ -342,9 +362,28 @@ class Scheduler:
             merged = FusionGroup(nodes, xs, rs)
             if not self._legal(merged):
                 return None
+            if self.graph.for_gpu and not self._xr_members_coalesced(merged):
+                return None
         except DynamicShapeUnsupported:  # symbolic dims that do not line up: separate kernels
             return None
         return merged
+
+    def _xr_members_coalesced(self, g: FusionGroup) -> bool:
+        """A pointwise member placed inside a reduction's loop ("xr") walks its elements in
+        the reduction's (x, r) order. When that order has no unit stride in the member's
+        memory (a channels-last tensor visited in the order of a chunk-major split reduction),
+        every GPU lane would touch its own memory segment: it then runs as its own kernel,
+        which tiles for its layout."""
+        if not g.has_reduction:
+            return True
+        loop = list(zip([*g.xvars, *g.rvars], [*g.xsizes, *g.rsizes]))
+        for n in g.nodes:
+            if g.placements[n.name] != "xr":
+                continue
+            index = simplify_index(g.write_in_kernel(n))
+            if not any(_unit_stride(index, v, loop) for v, _ in loop if index.has(v)):
+                return False
+        return True
 
     def _legal(self, g: FusionGroup) -> bool:
         """Every read of a buffer written in the kernel hits the element that the same
