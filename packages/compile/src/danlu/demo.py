@@ -1,6 +1,8 @@
-"""`nox -s demo` (or `python -m danlu.demo`): train a small GPT-style model twice — eager and
-with `danlu.compile` — from the same initial weights on the same synthetic data, then show that
-the losses agree, the step-time speedup, the compile time, and what was compiled.
+"""`nox -s demo` (or `python -m danlu.demo`): train a small GPT-style model eager, with
+`danlu.compile` and (when it can run here) with `torch.compile`, from the same initial weights on
+the same synthetic data; then show that the losses agree, each compiler's step-time speedup
+(measured in interleaved rounds, so all see the same machine) and compile time, whether the
+machine was too busy for fair numbers, and what danlu compiled.
 
 Runs in a couple of minutes on a 2-core CPU and uses the GPU when there is one.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import copy
 import math
+import os
 import statistics
 import sys
 import time
@@ -69,30 +72,80 @@ def progress(label, i, total, loss, width=30):
     if i + 1 != total and done == int(width * i / total):
         return  # redraw only when the bar grows, so logs stay short
     sys.stdout.write(
-        f"\r{label:9} [{'#' * done}{'.' * (width - done)}] {i + 1}/{total} loss {loss:.4f}"
+        f"\r{label:13} [{'#' * done}{'.' * (width - done)}] {i + 1}/{total} loss {loss:.4f}"
     )
     if i + 1 == total:
         sys.stdout.write("\n")
     sys.stdout.flush()
 
 
-def train(model, steps, batches, device, label):
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+def _step(model, opt, x, y, device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    loss = model(x, y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start, loss.item()
+
+
+def train(model, opt, steps, batches, device, label):
     losses, times = [], []
     for i, (x, y) in enumerate(batches):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        loss = model(x, y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-        losses.append(loss.item())
+        t, loss = _step(model, opt, x, y, device)
+        times.append(t)
+        losses.append(loss)
         progress(label, i, steps, losses[-1])
     return losses, times
+
+
+def timed_rounds(runs, batch, device, rounds=8, steps=5):
+    """Steady-state step time of each model, measured in interleaved rounds (a few steps of
+    each model per round, on the same batch) so that every model sees the same machine; the
+    per-round medians' spread says how steady the machine was."""
+    x, y = batch
+    per_round = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, (model, opt) in runs.items():
+            times = [_step(model, opt, x, y, device)[0] for _ in range(steps)]
+            per_round[name].append(statistics.median(times))
+    return per_round
+
+
+def machine_note(load_before, per_round) -> str | None:
+    """A plain sentence when the numbers are not fair ones, else None: another program was
+    using the CPU when the demo started, or step times moved a lot from round to round."""
+    cores = os.cpu_count() or 1
+    eager = per_round["eager"]
+    spread = (max(eager) - min(eager)) / statistics.median(eager)
+    reasons = []
+    if load_before is not None and load_before > 0.5 * cores:
+        reasons.append(f"the load average was {load_before:.1f} on {cores} cores before it started")
+    if spread > 0.15:
+        reasons.append(f"eager's step time varied by {spread:.0%} between rounds")
+    if not reasons:
+        return None
+    return (
+        "The machine looks busy (" + "; ".join(reasons) + "): the speedups above are not fair "
+        "numbers. Run the demo again on a quiet machine."
+    )
+
+
+def _torch_compile_available(device) -> str | None:
+    """None when torch.compile can run here, else why not."""
+    try:
+        import torch._dynamo  # noqa: F401
+    except Exception as e:  # pragma: no cover - a torch build without the compiler
+        return f"torch.compile is not available ({type(e).__name__})"
+    if device.type == "cuda":
+        try:
+            import triton  # noqa: F401
+        except ImportError:
+            return "torch.compile needs triton on CUDA"
+    return None
 
 
 def main(argv=None) -> int:
@@ -102,10 +155,18 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=200, help="training steps (at least 2)")
     ap.add_argument("--backend", default="inductor")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument(
+        "--no-torch-compile",
+        action="store_true",
+        help="do not train and time torch.compile beside danlu",
+    )
     args = ap.parse_args(argv)
     if args.steps < 2:
         ap.error("--steps must be at least 2 (the first step includes compilation)")
     device = torch.device(args.device)
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    # A model where compilation pays: on the CPU, wide enough that the fused kernels matter
+    # and small enough for a couple of minutes; on a GPU, larger batches.
     cfg = dict(vocab=256, d=64, heads=4, layers=2, block_size=64)
     batch, seq = (32, 64) if device.type == "cuda" else (16, 64)
     print(
@@ -114,50 +175,64 @@ def main(argv=None) -> int:
     print(f"TinyGPT {cfg}, batch {batch}, seq {seq}, {args.steps} AdamW steps\n")
 
     torch.manual_seed(0)
-    eager_model = TinyGPT(**cfg).to(device)
-    compiled_base = copy.deepcopy(eager_model)
+    base = TinyGPT(**cfg).to(device)
+    models = {"eager": base, "danlu": copy.deepcopy(base)}
+    skip_torch = "--no-torch-compile" if args.no_torch_compile else _torch_compile_available(device)
+    if skip_torch is None:
+        models["torch.compile"] = copy.deepcopy(base)
+    runs, results, stats = {}, {}, None
+    for name, model in models.items():
+        if name == "danlu":
+            danlu.reset()
+            stats = danlu.CompileStats.current()
+            model = danlu.compile(model, backend=args.backend)
+        elif name == "torch.compile":
+            torch._dynamo.reset()
+            model = torch.compile(model)
+        opt = torch.optim.AdamW(models[name].parameters(), lr=3e-3)
+        batches = synthetic_batches(args.steps, batch, seq, cfg["vocab"], device)
+        results[name] = train(model, opt, args.steps, batches, device, name)
+        runs[name] = (model, opt)
 
-    eager_losses, eager_times = train(
-        eager_model,
-        args.steps,
-        synthetic_batches(args.steps, batch, seq, cfg["vocab"], device),
-        device,
-        "eager",
-    )
-    danlu.reset()
-    stats = danlu.CompileStats.current()
-    compiled = danlu.compile(compiled_base, backend=args.backend)
-    comp_losses, comp_times = train(
-        compiled,
-        args.steps,
-        synthetic_batches(args.steps, batch, seq, cfg["vocab"], device),
-        device,
-        "compiled",
-    )
+    timing_batch = next(synthetic_batches(1, batch, seq, cfg["vocab"], device, seed=1))
+    per_round = timed_rounds(runs, timing_batch, device)
+    step_ms = {name: statistics.median(v) * 1e3 for name, v in per_round.items()}
 
-    # The first compiled step includes compilation; steady state excludes a warm-up of up to 5
-    # steps (fewer when the run is short).
-    skip = min(5, len(comp_times) - 1)
-    compile_time = comp_times[0] - statistics.median(comp_times[skip:])
-    eager_step, comp_step = (
-        statistics.median(eager_times[skip:]),
-        statistics.median(comp_times[skip:]),
-    )
-    worst = max(abs(a - b) / max(abs(a), 1e-6) for a, b in zip(eager_losses, comp_losses))
-    agree = worst < 1e-2 and math.isfinite(comp_losses[-1])
+    eager_losses = results["eager"][0]
     print()
     print(f"loss   first {eager_losses[0]:.4f} -> last {eager_losses[-1]:.4f} (eager)")
-    print(f"       first {comp_losses[0]:.4f} -> last {comp_losses[-1]:.4f} (compiled)")
-    print(
-        f"       largest relative difference over {args.steps} steps: {worst:.2e} -> {'agree' if agree else 'DISAGREE'}"
-    )
-    print(
-        f"step   eager {eager_step * 1e3:.2f} ms, compiled {comp_step * 1e3:.2f} ms -> speedup {eager_step / comp_step:.2f}x"
-    )
-    print(f"compile time (first step minus a steady step): {compile_time:.2f} s")
+    agree_all = True
+    for name in runs:
+        if name == "eager":
+            continue
+        losses, times = results[name]
+        worst = max(abs(a - b) / max(abs(a), 1e-6) for a, b in zip(eager_losses, losses))
+        agree = worst < 1e-2 and math.isfinite(losses[-1])
+        agree_all &= agree or name != "danlu"
+        print(
+            f"       first {losses[0]:.4f} -> last {losses[-1]:.4f} ({name}); largest relative "
+            f"difference from eager over {args.steps} steps: {worst:.2e} -> "
+            f"{'agree' if agree else 'DISAGREE'}"
+        )
+    print("step   " + ", ".join(f"{n} {ms:.2f} ms" for n, ms in step_ms.items()))
+    for name in runs:
+        if name == "eager":
+            continue
+        # the first step includes compilation; a steady step is the timed rounds' median
+        compile_s = results[name][1][0] - step_ms[name] / 1e3
+        print(
+            f"       {name}: speedup {step_ms['eager'] / step_ms[name]:.2f}x over eager, "
+            f"compile time {compile_s:.1f} s (first step minus a steady step)"
+        )
+    if skip_torch is not None:
+        print(f"       torch.compile not run: {skip_torch}")
+    note = machine_note(load_before, per_round)
+    if note:
+        print()
+        print(note)
     print()
     print(stats.summary())
-    return 0 if agree else 1
+    return 0 if agree_all else 1
 
 
 if __name__ == "__main__":
