@@ -245,3 +245,55 @@ def _scatters_check(decompositions):
         assert not targets & scatters, targets & scatters
     else:
         assert targets & scatters  # without a table the scatters stay (a table is opt-in)
+
+
+def test_write_back_batches_and_keeps_eager_semantics():
+    from danlu_aotautograd.runtime.compiled_function import write_back
+
+    g = torch.Generator().manual_seed(0)
+    # distinct buffers of two dtypes, a scalar value and a broadcast value: all land as copy_
+    targets = [
+        torch.zeros(4),
+        torch.zeros(3, 2),
+        torch.zeros((), dtype=torch.int64),
+        torch.zeros(2, 3),
+        torch.zeros(5),
+    ]
+    values = [
+        torch.randn(4, generator=g),
+        torch.randn(3, 2, generator=g),
+        torch.tensor(7),
+        torch.randn(3, generator=g),
+        2.5,
+    ]
+    expected = [
+        t.clone().copy_(v) if isinstance(v, torch.Tensor) else t.clone().fill_(v)
+        for t, v in zip(targets, values)
+    ]
+    write_back(targets, values)
+    for t, e in zip(targets, expected):
+        assert torch.equal(t, e)
+    # two targets that share memory: the later write wins, as with eager's in-place ops
+    base = torch.zeros(6)
+    a, b = base[:4], base[2:]
+    write_back([a, b], [torch.ones(4), torch.full((4,), 2.0)])
+    assert torch.equal(base, torch.tensor([1.0, 1.0, 2.0, 2.0, 2.0, 2.0]))
+    # a value that is another target's memory: read before that target is written
+    x, y = torch.arange(3.0), torch.zeros(3)
+    write_back([y, x], [x, torch.full((3,), 9.0)])
+    assert torch.equal(y, torch.arange(3.0)) and torch.equal(x, torch.full((3,), 9.0))
+
+
+def test_batch_norm_running_stats_after_compiled_training_steps():
+    bn = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(), torch.nn.BatchNorm2d(4)
+    )
+    ref = __import__("copy").deepcopy(bn)
+    compiled = da.aot_module(bn, da.run_graph)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        x = torch.randn(2, 3, 8, 8, generator=g)
+        compiled(x).sum().backward()
+        ref(x).sum().backward()
+    for (name, b), (_, r) in zip(bn.named_buffers(), ref.named_buffers()):
+        torch.testing.assert_close(b, r, msg=name)
