@@ -169,6 +169,45 @@ def main():
         torch._dynamo.reset()
     with open(os.path.join(args.out, f"profile_{args.model}_{args.mode}.json"), "w") as f:
         json.dump(results, f, indent=1)
+    table = profile_diff(args.model, args.mode, results)
+    with open(os.path.join(args.out, f"profile_{args.model}_{args.mode}.md"), "w") as f:
+        f.write(table)
+    print(table, flush=True)
+
+
+def profile_diff(model: str, mode: str, results: dict) -> str:
+    """One markdown table: GPU milliseconds and launches a step per kernel kind, one column
+    per backend, and the host gap (wall time not covered by kernels; launch-bound steps have
+    a large one)."""
+    backends = list(results)
+    kinds = sorted({k for r in results.values() for k in r["groups"]})
+    head = "| kind | " + " | ".join(backends) + " |"
+    rows = [f"### {model} {mode}: GPU ms (launches) a step", "", head]
+    rows.append("|---" * (len(backends) + 1) + "|")
+    for kind in kinds:
+        cells = []
+        for b in backends:
+            count, ms = results[b]["groups"].get(kind, (0, 0.0))
+            cells.append(f"{ms:.2f} ({count})" if count else "—")
+        rows.append(f"| {kind} | " + " | ".join(cells) + " |")
+    rows.append(
+        "| all kernels | "
+        + " | ".join(
+            f"{results[b]['kernel_ms']:.2f} ({results[b]['launches']:.0f})" for b in backends
+        )
+        + " |"
+    )
+    rows.append(
+        "| wall time a step | "
+        + " | ".join(f"{results[b]['wall_ms']:.2f}" for b in backends)
+        + " |"
+    )
+    rows.append(
+        "| host gap (wall - kernels) | "
+        + " | ".join(f"{results[b]['wall_ms'] - results[b]['kernel_ms']:.2f}" for b in backends)
+        + " |"
+    )
+    return "\n".join(rows) + "\n"
 
 
 if __name__ == "__main__":
