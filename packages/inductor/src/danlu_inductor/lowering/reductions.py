@@ -288,6 +288,9 @@ register(aten.all.dims, aten.all.dim, aten.all.default)(_anyall("all"))
 
 
 TWO_PASS_MAX = 16384
+# C++ kernels: a row of up to 256K float32 values (1 MB) is read back from the core's L2
+# cache; one Welford pass over it runs scalar (its per-element division), two passes vectorize
+TWO_PASS_MAX_CPU = 1 << 18
 
 
 def welford(x, dims, keepdim):
@@ -306,7 +309,8 @@ def welford(x, dims, keepdim):
     # a long reduction with few outputs (batch-norm statistics: 256 channels of 200704 values)
     # runs as split sums on the GPU, where one Welford pass would keep only a few programs busy
     split = _splits(kept, [size[d] for d in dims], "sum") > 1
-    if hint(n) <= TWO_PASS_MAX or split:
+    limit = TWO_PASS_MAX if current_graph().for_gpu else TWO_PASS_MAX_CPU
+    if hint(n) <= limit or split:
         from danlu_inductor.lowering.views import squeeze
 
         s = reduce(x, dims, "sum", c, c, keepdim=True)
