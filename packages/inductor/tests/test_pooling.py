@@ -51,12 +51,25 @@ def test_max_pool_values_match_eager(kernel, stride, padding, dilation, ceil):
 
 @pytest.mark.parametrize("padding", [0, 1])
 def test_max_pool_values_and_indices_match_eager(padding):
-    def fn(x):
-        return F.max_pool2d(x, 3, 2, padding, return_indices=True)
+    """On the CPU the indices come from ATen's max pooling (its kernel is vectorized, the
+    generated one is not); the GPU keeps the generated kernel (triton_cases.py,
+    ``max_pool_indices``)."""
 
-    _check(fn, _images())
+    def fn(x):
+        return F.max_pool2d(torch.relu(x), 3, 2, padding, return_indices=True)
+
+    compiled = _check(fn, _images())
+    assert "aten.max_pool2d_with_indices.default" in compiled.report["fallback_ops"]
     # ties: the first maximum's index, like eager
     _check(fn, torch.zeros(1, 2, 9, 9))
+
+
+def test_max_pool_values_alone_stay_generated():
+    def fn(x):
+        return F.max_pool2d_with_indices(torch.relu(x), 3, 2, 1)[0] * 2
+
+    compiled = _check(fn, _images())
+    assert not compiled.report["fallback_ops"], compiled.report["fallback_ops"]
 
 
 def test_values_only_kernel_has_no_branching_logic():

@@ -53,6 +53,13 @@ def _log_softmax_grad(logp, g):
 
 CASES = {
     # name: (fn, input builder, expected kernel kinds (subset), tolerance dtype override)
+    # max pooling with indices stays a generated kernel on GPU graphs (ATen's on the CPU);
+    # zeros after the ReLU make ties: the first maximum's index, like eager
+    "max_pool_indices": (
+        lambda x: F.max_pool2d(torch.relu(x), 3, 2, 1, return_indices=True),
+        lambda: [torch.randn(2, 3, 15, 12)],
+        {"pointwise"},
+    ),
     "pointwise_chain": (_gelu_chain, lambda: [torch.randn(128, 65)], {"pointwise"}),
     "broadcast": (
         lambda x, y, z: (x + y) * z - y.exp(),
