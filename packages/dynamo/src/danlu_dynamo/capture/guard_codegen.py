@@ -84,13 +84,19 @@ class GuardSet:
             "sys": __import__("sys"),
             "math": __import__("math"),
         }
+        self._const_names: dict[int, str] = {}
         # Dynamic shapes: the trace's ShapeEnv; its guards are read when the check compiles
         # (after the trace), see ``all_guards``.
         self.shape_env = None
 
     def _const(self, value) -> str:
-        name = f"___c{len(self.env)}"
-        self.env[name] = value
+        # One name per object (``env`` keeps it alive, so its id stays its own): the same
+        # guard added twice then has the same text, and ``add`` keeps it once.
+        name = self._const_names.get(id(value))
+        if name is None:
+            name = f"___c{len(self.env)}"
+            self.env[name] = value
+            self._const_names[id(value)] = name
         return name
 
     def add(self, kind: str, source: str, expr: str, others: tuple = ()):
