@@ -2,8 +2,9 @@
 
     python benchmarks/dynamo_hook.py [--calls N] [--rounds R]
 
-Runs without torch (the tensor-guard row appears only where torch is installed), so it can be
-run on every CPython the hook supports. Two questions:
+Runs without torch (the rows with generated guards appear only where torch is installed: they
+come from capture's GuardSet, as compiled frames' checks do), so it can be run on every CPython
+the hook supports. Two questions:
 
 1. Inside a compiled region, what does the hook add to each Python call that it lets through?
    A call-bound loop (`small(i)` N times) timed with the hook off, and inside a region where
@@ -24,7 +25,6 @@ import sys
 import time
 
 from danlu_dynamo import eval_frame as ef
-from danlu_dynamo.guards import GuardBuilder
 
 
 def small(x):
@@ -73,10 +73,6 @@ def variants(calls: int, with_torch: bool = True):
             calls, 1
         ),
         "cache hit, check_fn = lambda: True": ("hit", true_check),
-        "cache hit, 1 type guard (GuardBuilder)": (
-            "hit",
-            GuardBuilder({"x": 1}).type_match("L['x']").build(),
-        ),
     }
     torch = None
     if with_torch:
@@ -85,9 +81,16 @@ def variants(calls: int, with_torch: bool = True):
         except ImportError:
             pass
     if torch is not None:
+        from danlu_dynamo.capture.guard_codegen import GuardSet
+
+        one = GuardSet()
+        one.type_match("L['x']", 1)
+        out["cache hit, 1 type guard (GuardSet)"] = ("hit", one.compile_for_frame({}, ()))
         t = torch.randn(4, 4)
-        b = GuardBuilder({"x": t}).tensor_match("L['x']").grad_mode()
-        out["cache hit, tensor + grad-mode guards"] = ("hit", b.build(), t)
+        full = GuardSet()
+        full.global_state()  # every compiled frame has these 4
+        full.tensor_match("L['x']", t)
+        out["cache hit, tensor + global-state guards"] = ("hit", full.compile_for_frame({}, ()), t)
     return out
 
 

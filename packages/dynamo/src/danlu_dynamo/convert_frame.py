@@ -631,7 +631,7 @@ def _finish(ctx, fs, out: OutputGraph, tx, ret, reason) -> Segment:
     seg.check = out.guards.compile()
     if not seg.check(fs.snapshot(), fs.G, fs.C, fs.K):
         # The guards must accept the very state they were built from.
-        raise RuntimeError("guard check rejects the traced frame state:\n" + seg.check.source_code)
+        raise RuntimeError("guard check rejects the traced frame state:\n" + seg.check.source)
     sources = [s.expr for s in out.input_sources]
     fetch_src = "lambda L, G, C, K: (" + "".join(f"{s}, " for s in sources) + ")"
     from .capture.output_graph import _SOURCE_ENV

@@ -1,8 +1,15 @@
-"""The guards a trace assumed, and their compilation into one check function.
+"""Guards: the conditions under which a captured frame may be reused, and their compilation
+into one check function per cache entry. This is danlu_dynamo's only guard system.
 
-Each guard is a Python boolean expression over the frame state (see ``source.py``); the check
-function is ``lambda L, G, C, K: e1 and e2 and ...`` compiled once per cache entry, so the
-hit path is a single Python call with no interpretation of guard objects.
+Capture (``output_graph.py``, ``builder.py``, ``variables/``) records each assumption on a
+:class:`GuardSet` as a Python boolean expression over the frame state (``L``, ``G``, ``C``,
+``K``: see ``source.py``). The check reads each source once (a parent's value is reused by its
+children), tests the guards in order and returns False at the first failing one, so the hit
+path is a single Python call with no interpretation of guard objects. Two forms:
+``compile_for_frame`` gives ``check(L)`` for the C frame hook's cache (``GuardedCode``),
+``compile`` gives ``check(L, G, C, K)`` for the segment path's own cache. Both carry
+``.failure_reason`` (the failing guard's text, for the recompile logs), ``.source`` and
+``.guards`` (printable, one line per guard).
 """
 
 from __future__ import annotations
@@ -77,13 +84,19 @@ class GuardSet:
             "sys": __import__("sys"),
             "math": __import__("math"),
         }
+        self._const_names: dict[int, str] = {}
         # Dynamic shapes: the trace's ShapeEnv; its guards are read when the check compiles
         # (after the trace), see ``all_guards``.
         self.shape_env = None
 
     def _const(self, value) -> str:
-        name = f"___c{len(self.env)}"
-        self.env[name] = value
+        # One name per object (``env`` keeps it alive, so its id stays its own): the same
+        # guard added twice then has the same text, and ``add`` keeps it once.
+        name = self._const_names.get(id(value))
+        if name is None:
+            name = f"___c{len(self.env)}"
+            self.env[name] = value
+            self._const_names[id(value)] = name
         return name
 
     def add(self, kind: str, source: str, expr: str, others: tuple = ()):
@@ -197,28 +210,8 @@ class GuardSet:
         return " and ".join(parts)
 
     def compile(self):
-        """One function; each source is read once (its parent's value reused), guards in order;
-        a source that cannot be read fails the check."""
-        described = [(x, None) if isinstance(x, str) else x for x in self._lines()]
-        body = "\n        ".join(x for x, _ in described) or "pass"
-        src = (
-            "def ___check(L, G, C, K):\n    try:\n        "
-            + body
-            + "\n    except Exception:\n        return False\n    return True\n"
-        )
-        why = [x.replace("return False", f"return {d!r}") if d else x for x, d in described]
-        src_why = (
-            "def ___why(L, G, C, K):\n    try:\n        "
-            + ("\n        ".join(why) or "pass")
-            + "\n    except Exception as e:\n        return f'a guarded value cannot be read: "
-            "{type(e).__name__}: {e}'\n    return None\n"
-        )
-        env = dict(self.env)
-        exec(compile(src + src_why, "<danlu_dynamo guards>", "exec"), env)
-        fn = env["___check"]
-        fn.failure_reason = env["___why"]
-        fn.source_code = src
-        return fn
+        """The segment path's check: ``check(L, G, C, K)`` over the stepper's frame state."""
+        return _check_function("L, G, C, K", self._lines(), dict(self.env), str(self))
 
     def compile_for_frame(self, f_globals, freevars, first_check=None, values=None):
         """The check function of a frame-hook cache entry: ``check(L)`` where ``L`` is the
@@ -230,8 +223,7 @@ class GuardSet:
         resume function receives the original's cells as free variables). ``values``
         (``source.FrameValues``) lets module attribute reads go straight to the module's dicts. ``first_check`` (a callable of
         no arguments, e.g. "is this entry's capture context the active one") is tested first.
-        Has ``.guards`` (printable), ``.failure_reason(L)`` and ``.source``. A source the C
-        hook cannot provide (the frame's own cells) raises ``ValueError``.
+        A source the C hook cannot provide (the frame's own cells) raises ``ValueError``.
         """
         lines = self._lines(values)
 
@@ -241,38 +233,11 @@ class GuardSet:
                 raise ValueError(f"guard reads a cell object the frame hook cannot pass: {text}")
             return text
 
-        described = [
-            (to_frame(x), None) if isinstance(x, str) else (to_frame(x[0]), x[1]) for x in lines
-        ]
-        lines = [x for x, _ in described]
+        described = [to_frame(x) if isinstance(x, str) else (to_frame(x[0]), x[1]) for x in lines]
         env = dict(self.env)
         env["G"] = f_globals
         env["___first"] = first_check
-        head = ["if not ___first(): return False"] if first_check is not None else []
-        body = "\n        ".join(head + lines) or "pass"
-        src = (
-            "def ___check(L):\n    try:\n        "
-            + body
-            + "\n    except Exception:\n        return False\n    return True\n"
-        )
-        # failure_reason: the same lines, returning the failing guard's text instead.
-        why = []
-        if head:
-            why.append("if not ___first(): return 'another capture context (optimize call)'")
-        for line, desc in described:
-            why.append(line.replace("return False", f"return {desc!r}") if desc else line)
-        src_why = (
-            "def ___why(L):\n    try:\n        "
-            + ("\n        ".join(why) or "pass")
-            + "\n    except Exception as e:\n        return f'a guarded value cannot be read: "
-            "{type(e).__name__}: {e}'\n    return None\n"
-        )
-        exec(compile(src + src_why, "<danlu_dynamo guards>", "exec"), env)
-        fn = env["___check"]
-        fn.failure_reason = env["___why"]
-        fn.source = src
-        fn.guards = str(self)
-        return fn
+        return _check_function("L", described, env, str(self), first=first_check is not None)
 
     def _lines(self, values=None):
         lines = []
@@ -317,3 +282,32 @@ class GuardSet:
 
     def __str__(self):
         return "\n".join(str(g) for g in self.all_guards())
+
+
+def _check_function(params: str, lines: list, env: dict, printable: str, first: bool = False):
+    """Compile ``___check(params)``, False at the first failing line, and beside it
+    ``___why(params)``: the same lines returning the failing guard's text (None if all pass).
+    ``lines``: ``_lines()`` output, with ``first``: test ``___first()`` (in ``env``) before all."""
+    described = [(x, None) if isinstance(x, str) else x for x in lines]
+    checks = [x for x, _ in described]
+    why = [x.replace("return False", f"return {d!r}") if d else x for x, d in described]
+    if first:
+        checks.insert(0, "if not ___first(): return False")
+        why.insert(0, "if not ___first(): return 'another capture context (optimize call)'")
+    src = (
+        f"def ___check({params}):\n    try:\n        "
+        + ("\n        ".join(checks) or "pass")
+        + "\n    except Exception:\n        return False\n    return True\n"
+    )
+    src_why = (
+        f"def ___why({params}):\n    try:\n        "
+        + ("\n        ".join(why) or "pass")
+        + "\n    except Exception as e:\n        return f'a guarded value cannot be read: "
+        "{type(e).__name__}: {e}'\n    return None\n"
+    )
+    exec(compile(src + src_why, "<danlu_dynamo guards>", "exec"), env)
+    fn = env["___check"]
+    fn.failure_reason = env["___why"]
+    fn.source = src
+    fn.guards = printable
+    return fn
