@@ -102,20 +102,20 @@ def test_lowering_failure(monkeypatch):
 
 def test_triton_path_failure(monkeypatch):
     pytest.importorskip("triton", reason="the Triton path needs the 'triton' extra")
-    from danlu_inductor.codegen.triton import compile as triton_compile
+    from danlu_inductor.pipeline import triton as triton_path
 
     def broken(*args, **kwargs):
         raise RuntimeError("injected Triton compile failure")
 
     monkeypatch.setenv("DANLU_INDUCTOR_TRITON_ON_CPU", "1")  # CPU graphs take the Triton path
-    monkeypatch.setattr(triton_compile, "compile_triton", broken)
+    monkeypatch.setattr(triton_path, "compile_triton", broken)
     danlu.reset()
     _run_and_compare(danlu.compile(program))
     assert "injected Triton compile failure" in _only_graph().error
 
 
 def test_kernel_launch_failure(monkeypatch):
-    from danlu_inductor.compile_fx import CompiledGraph
+    from danlu_inductor.pipeline import CompiledGraph
 
     launches = []
 
@@ -131,7 +131,7 @@ def test_kernel_launch_failure(monkeypatch):
 
 
 def test_training_graph_failure_at_a_call_falls_back_with_gradients(monkeypatch):
-    from danlu_inductor.compile_fx import CompiledGraph
+    from danlu_inductor.pipeline import CompiledGraph
 
     def broken(self, *args):
         raise RuntimeError("injected launch failure")

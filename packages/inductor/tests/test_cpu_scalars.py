@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from danlu_inductor.compile_fx import choose_backend
 from danlu_inductor.passes import move_cpu_scalars
+from danlu_inductor.pipeline.steps import choose_backend
 from danlu_primtorch import FakeTensorMode
 
 aten = torch.ops.aten

@@ -120,7 +120,7 @@ def test_cpu_graph_keeps_the_cpp_backend_and_reports_cudagraphs_skip():
 
 
 def test_mixed_devices_run_eagerly_with_reason():
-    from danlu_inductor.compile_fx import choose_backend
+    from danlu_inductor.pipeline.steps import choose_backend
 
     gm = torch.fx.symbolic_trace(lambda x, y: x + y)
     kind, why = choose_backend(gm, [torch.randn(2), torch.randn(2, device="meta")])

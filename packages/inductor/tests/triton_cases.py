@@ -288,7 +288,7 @@ def _reference(fn, inputs):
 def _compile(fn, inputs):
     from helpers import aten_graph
 
-    from danlu_inductor.codegen.triton.graph import compile_fx_triton
+    from danlu_inductor.pipeline.triton import compile_fx_triton
 
     return _all_triton(compile_fx_triton(aten_graph(fn, *inputs), list(inputs)))
 
@@ -439,7 +439,7 @@ def run_opinfo_sweep(device="cpu", deadline=None):
 
     import opinfo_cases
 
-    from danlu_inductor.codegen.triton.graph import compile_fx_triton
+    from danlu_inductor.pipeline.triton import compile_fx_triton
 
     opinfo_cases.SAMPLES_PER_DTYPE = 1
     failures = collections.defaultdict(list)

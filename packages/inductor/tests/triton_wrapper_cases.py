@@ -336,8 +336,8 @@ def run_cudagraph_runner_logic():
     if DEVICE != "cpu":  # the stand-in replays on CPU; cudagraphs_option runs the real one
         return {"skipped": "CPU stand-in for CUDA graph capture"}
     from danlu_inductor import cudagraphs
-    from danlu_inductor.codegen.triton.compile import compile_triton
     from danlu_inductor.options import validate_options
+    from danlu_inductor.pipeline.triton import compile_triton
 
     def fn(idx, w, x):
         return (F.embedding(idx, w) * 2 + x).softmax(-1), x.sum()

@@ -2,6 +2,7 @@
 
 __version__ = "0.2.0.dev0"
 
+# through the old module path on purpose: see compile_fx.py
 from danlu_inductor.compile_fx import CompiledGraph, compile_fx, compile_fx_batch  # noqa: E402
 from danlu_inductor.decompositions import decomposition_table  # noqa: E402
 from danlu_inductor.inference import inference_backend  # noqa: E402

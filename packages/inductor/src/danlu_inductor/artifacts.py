@@ -19,6 +19,11 @@ import os
 import torch
 from torch.utils import _pytree as pytree
 
+from danlu_inductor.codegen.cpp.backend import CppBackend
+from danlu_inductor.codegen.triton.backend import TritonBackend
+from danlu_inductor.pipeline.compiled import CompiledGraph, FirstCallGuard
+from danlu_inductor.pipeline.steps import load_call
+
 FORMAT = 1
 # Triton graphs are described and loaded by the same code, but no GPU run has checked a loaded
 # one yet; until one does, they are not cached (DANLU_TRITON_GRAPH_CACHE=1 to try it).
@@ -72,8 +77,6 @@ def _decode_const(spec: dict, tensors: dict):
 
 def graph_artifact(compiled) -> tuple[dict, dict]:
     """``(meta, tensors)`` for a compiled graph; raises ``NotCacheable``."""
-    from danlu_inductor.compile_fx import CompiledGraph
-
     if not isinstance(compiled, CompiledGraph):
         reason = getattr(compiled, "report", {}).get("fallback_reason")
         raise NotCacheable(reason or f"{type(compiled).__name__} is not a generated graph")
@@ -111,30 +114,22 @@ def graph_artifact(compiled) -> tuple[dict, dict]:
 
 def load_graph(meta: dict, tensors: dict):
     """The ``CompiledGraph`` ``meta`` describes (see ``graph_artifact``)."""
-    from danlu_inductor.compile_fx import CompiledGraph
-
     if meta.get("format") != FORMAT:
         raise ValueError(f"compiled-graph format {meta.get('format')!r}, expected {FORMAT}")
     backend = meta["backend"]
     build = meta["build"]
     consts = {k: _decode_const(v, tensors) for k, v in meta["consts"].items()}
-    namespace: dict = {}
-    exec(compile(meta["wrapper"], "<danlu_inductor wrapper (cached)>", "exec"), namespace)
+    wrapper_name = "<danlu_inductor wrapper (cached)>"
     if backend == "cpp":
-        from danlu_inductor.codegen.cpp.backend import CppBackend
-
         fns, _, source = CppBackend().build(
             build["names"], build["sources"], build["nargs"], build["nsizes"]
         )
-        call = namespace["make_call"](fns, consts)
+        call = load_call(meta["wrapper"], wrapper_name, fns, consts)
     elif backend == "triton":
-        from danlu_inductor.codegen.triton.backend import TritonBackend
-        from danlu_inductor.codegen.triton.compile import FirstCallGuard
-
         device = torch.device(build["device"])
         fns, _, source = TritonBackend().build(build["names"], build["sources"])
         consts = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in consts.items()}
-        inner = namespace["make_call"](fns, consts, device)
+        inner = load_call(meta["wrapper"], wrapper_name, fns, consts, device)
         call = FirstCallGuard(inner, None, dict(meta["report"]), check_err=build["check_err"])
     else:
         raise ValueError(f"unknown graph backend {backend!r}")

@@ -8,6 +8,8 @@ import torch
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
+from danlu_inductor.pipeline.driver import compile_fx
+
 log = logging.getLogger("danlu_inductor")
 
 
@@ -19,8 +21,6 @@ def inference_backend(gm: torch.nn.Module, example_inputs):
     ``no_grad`` and compiled with ``compile_fx``. If anything requires grad while grad mode is
     on, compiling would drop gradients, so the graph runs eagerly instead (logged once).
     """
-    from danlu_inductor.compile_fx import compile_fx
-
     state = {"compiled": None, "eager_logged": False, "spec": None}
     names = [n for n, _ in gm.named_parameters()] + [n for n, _ in gm.named_buffers()]
 

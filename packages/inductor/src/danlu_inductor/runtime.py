@@ -39,6 +39,10 @@ class ProgramIndexError(IndexError):
     program_error = True
 
 
+class KernelLaunchError(RuntimeError):
+    """A generated kernel failed on its first launch (compilation on first use)."""
+
+
 def raise_index_error(kernel: str):
     raise ProgramIndexError(f"index out of range in a gather/embedding (kernel {kernel})")
 

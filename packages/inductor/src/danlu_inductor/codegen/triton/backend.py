@@ -27,6 +27,7 @@ from danlu_inductor.codegen.triton.heuristics import (
 )
 from danlu_inductor.codegen.triton.kernel import TritonKernel
 from danlu_inductor.ir.symbols import hint
+from danlu_inductor.runtime import KernelLaunchError
 
 log = logging.getLogger("danlu_inductor")
 
@@ -295,8 +296,6 @@ class TritonLauncher:
                 self.config = self._choose(args)
                 self._launch(self.config, args)
             except Exception as e:
-                from danlu_inductor.codegen.triton.compile import KernelLaunchError
-
                 self.config = None
                 name = getattr(self.fn, "__name__", "kernel")
                 raise KernelLaunchError(
