@@ -106,3 +106,20 @@ def test_embedding_bag_trains_like_eager(mode):
         out.square().sum().backward()
         exp.square().sum().backward()
         torch.testing.assert_close(model.weight.grad, ref.weight.grad)
+
+
+def test_negative_and_conjugate_views_are_not_served_a_plain_tensors_graph():
+    # the same sizes, strides and dtype as the tensor the graph was compiled for, but the
+    # sign (conjugation) is pending in a dispatch key: the plain graph would read the storage
+    def g(x):
+        return x.sin() * 2
+
+    danlu.reset()
+    compiled = danlu.compile(g)
+    x = torch.randn(6)
+    assert same(compiled(x), g(x))
+    nx = torch._neg_view(x)
+    assert same(compiled(nx), g(nx))
+    z = torch.randn(6, dtype=torch.cfloat)
+    assert same(compiled(z), g(z))
+    assert same(compiled(z.conj()), g(z.conj()))

@@ -15,7 +15,11 @@ from danlu_aotautograd.errors import AotNotSupported
 from danlu_aotautograd.joint import trace_program
 from danlu_aotautograd.partition import min_cut_partition
 from danlu_aotautograd.runtime.boxed import BoxedGraph
-from danlu_aotautograd.runtime.compiled_function import CompiledProgram
+from danlu_aotautograd.runtime.compiled_function import (
+    CompiledProgram,
+    lazy_view_positions,
+    resolve_lazy_views,
+)
 from danlu_aotautograd.tracing.attention_masks import unit_stride_attention_masks
 from danlu_aotautograd.tracing.shadow_tensor import ShadowTensor
 from danlu_primtorch.tracing.tracer import TracingError
@@ -356,6 +360,9 @@ class AotFunction:
     def _compile(self, flat: list, spec, *, joint: bool, dynamic_dims=None) -> CompiledProgram:
         timings = {}
         self.stats["traces"] += 1
+        lazy = lazy_view_positions(flat)
+        if lazy:  # traced, and later called, with those inputs resolved
+            flat = resolve_lazy_views(flat, lazy)
         program = trace_program(
             self.fn,
             flat,
@@ -389,6 +396,7 @@ class AotFunction:
             fw = self.inference_compiler(gm, _placeholder_values(gm))
             timings["compile"] = time.perf_counter() - start
             compiled = CompiledProgram(program, fw, None, None, gm, timings)
+        compiled.lazy_inputs = lazy
         self.compiled.append(compiled)
         return compiled
 

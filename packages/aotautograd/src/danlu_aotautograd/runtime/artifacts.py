@@ -119,6 +119,8 @@ def program_artifact(compiled: CompiledProgram, graph_artifact) -> tuple[dict, d
         out_spec = pytree.treespec_dumps(prog.out_spec)
     except Exception as e:
         raise NotCacheable(f"output structure: {type(e).__name__}: {e}") from e
+    if compiled.lazy_inputs:  # rare; the loaded program would not resolve them
+        raise NotCacheable("negative or conjugate view inputs")
     tensors: dict = {}
     graphs = {}
     for role, fn in (("forward", compiled.forward), ("backward", compiled.backward)):

@@ -37,11 +37,22 @@ class CompiledProgram:
     partition: Partition | None
     forward_graph: fx.GraphModule
     timings: dict = field(default_factory=dict)
+    # positions (in flat_args) of inputs traced as negative or conjugate views: resolved
+    # before the graphs read them (capture's guards keep the views' bits the same per call)
+    lazy_inputs: tuple = ()
 
     def __call__(self, flat_args: list, binding: dict | None = None) -> Any:
         prog = self.program
         tensors = [a for a in flat_args if isinstance(a, torch.Tensor)]
-        args = prog.graph_args(flat_args) if prog.int_inputs else tensors
+        if self.lazy_inputs:
+            resolved = resolve_lazy_views(flat_args, self.lazy_inputs)
+            args = (
+                prog.graph_args(resolved)
+                if prog.int_inputs
+                else [a for a in resolved if isinstance(a, torch.Tensor)]
+            )
+        else:
+            args = prog.graph_args(flat_args) if prog.int_inputs else tensors
         if prog.joint:
             fw_outs = _CompiledFunction.apply(self, *args)
         else:
@@ -70,6 +81,23 @@ class CompiledProgram:
 
 
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def lazy_view_positions(flat_args: list) -> tuple:
+    """Positions of negative or conjugate views: their sign or conjugation is pending in a
+    dispatch key, and generated kernels read storage, so they run on resolved copies."""
+    return tuple(
+        i
+        for i, a in enumerate(flat_args)
+        if isinstance(a, torch.Tensor) and (a.is_neg() or a.is_conj())
+    )
+
+
+def resolve_lazy_views(flat_args: list, positions: tuple) -> list:
+    out = list(flat_args)
+    for i in positions:
+        out[i] = out[i].resolve_neg().resolve_conj()
+    return out
 
 
 def write_back(targets: list, values: list) -> None:

@@ -3,8 +3,8 @@
 Components (each a short string, compared one by one to explain a miss):
 
 - ``graph``: the captured FX graph's code (ops, their order, constants written in it);
-- ``inputs``: each example input's type, dtype, shape, strides, storage offset, device and
-  ``requires_grad`` (a non-tensor: its type and value);
+- ``inputs``: each example input's type, dtype, shape, strides, storage offset, device,
+  ``requires_grad`` and negative/conjugate view bits (a non-tensor: its type and value);
 - ``constants``: the values of tensors the graph module holds;
 - ``backend``: the backend's name and settings (mode, options);
 - ``state``: grad mode, autocast (per device, with its dtype), default dtype;
@@ -80,9 +80,12 @@ def _symbolic(v) -> bool:
 
 def _describe_input(v) -> str:
     if isinstance(v, torch.Tensor):
+        # a negative or conjugate view's sign/conjugation is pending in a dispatch key:
+        # named so that it never shares an entry with a plain tensor
+        lazy = (",neg" if v.is_neg() else "") + (",conj" if v.is_conj() else "")
         return (
             f"{type(v).__name__}({v.dtype},{tuple(v.shape)},{tuple(v.stride())},"
-            f"{v.storage_offset()},{v.device},{v.requires_grad})"
+            f"{v.storage_offset()},{v.device},{v.requires_grad}{lazy})"
         )
     return f"{type(v).__name__}({v!r})"
 

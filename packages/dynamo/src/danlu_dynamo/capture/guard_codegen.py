@@ -128,6 +128,12 @@ class GuardSet:
     def tensor_match(self, source: str, t: torch.Tensor, dynamic: bool = False):
         cls, dtype, device, shape, stride, rg, _leaf = _tensor_spec(t)
         v = source
+        # a negative (or, for complex dtypes, conjugate) view has its sign or conjugation
+        # pending in a dispatch key, not in the storage: the graph traced for a plain tensor
+        # would read the unresolved storage
+        lazy = f" and {v}.is_neg() is {t.is_neg()}"
+        if dtype.is_complex:
+            lazy += f" and {v}.is_conj() is {t.is_conj()}"
         if dynamic:  # sizes and strides: the ShapeEnv's guards (``dynamic.shape_guards``)
             self.add(
                 "TENSOR_MATCH",
@@ -138,7 +144,8 @@ class GuardSet:
                     f"{v}.is_cpu"
                     if device.type == "cpu"
                     else f"{v}.device == {self._const(device)}"
-                ),
+                )
+                + lazy,
             )
             return
         self.add(
@@ -147,7 +154,8 @@ class GuardSet:
             f"type({v}) is {self._const(cls)} and {v}.dtype is {self._const(dtype)} and "
             f"{v}.requires_grad is {rg} and {v}.shape == {shape!r} and "
             f"{v}.stride() == {stride!r} and "
-            + (f"{v}.is_cpu" if device.type == "cpu" else f"{v}.device == {self._const(device)}"),
+            + (f"{v}.is_cpu" if device.type == "cpu" else f"{v}.device == {self._const(device)}")
+            + lazy,
         )
 
     def storage_offset(self, source: str, t: torch.Tensor):
