@@ -126,9 +126,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def demo(session: nox.Session) -> None:
-    """The main job: install everything and run the demo."""
+    """The main job: install everything and run the demo, torch.compile beside danlu."""
     _install_packages(session, list(PACKAGES), with_tests=False)
-    session.run("python", "-m", "danlu.demo", *session.posargs)
+    session.run(
+        "python", str(ROOT / "benchmarks" / "demo_beside_torch_compile.py"), *session.posargs
+    )
 
 
 @nox.session(python="3.11")

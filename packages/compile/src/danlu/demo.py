@@ -1,8 +1,13 @@
-"""`nox -s demo` (or `python -m danlu.demo`): train a small GPT-style model eager, with
-`danlu.compile` and (when it can run here) with `torch.compile`, from the same initial weights on
-the same synthetic data; then show that the losses agree, each compiler's step-time speedup
-(measured in interleaved rounds, so all see the same machine) and compile time, whether the
-machine was too busy for fair numbers, and what danlu compiled.
+"""`python -m danlu.demo`: train a small GPT-style model eager and with `danlu.compile` (and
+with any reference compilers the caller passes) from the same initial weights on the same
+synthetic data; then show that the losses agree, each compiler's step-time speedup (measured in
+interleaved rounds, so all see the same machine) and compile time, whether the machine was too
+busy for fair numbers, and what danlu compiled.
+
+The package never calls torch's own compiler; `nox -s demo` runs
+`benchmarks/demo_beside_torch_compile.py`, which passes `torch.compile` in as a reference. The demo
+runs as `__main__` either way (`-m`, or runpy with `REFERENCES` in its globals): danlu does not
+capture frames of its own modules, and TinyGPT must be user code to be compiled.
 
 Runs in a couple of minutes on a 2-core CPU and uses the GPU when there is one.
 """
@@ -134,32 +139,24 @@ def machine_note(load_before, per_round) -> str | None:
     )
 
 
-def _torch_compile_available(device) -> str | None:
-    """None when torch.compile can run here, else why not."""
-    try:
-        import torch._dynamo  # noqa: F401
-    except Exception as e:  # pragma: no cover - a torch build without the compiler
-        return f"torch.compile is not available ({type(e).__name__})"
-    if device.type == "cuda":
-        try:
-            import triton  # noqa: F401
-        except ImportError:
-            return "torch.compile needs triton on CUDA"
-    return None
-
-
-def main(argv=None) -> int:
+def main(argv=None, references=()) -> int:
+    """`references`: compilers to train and time beside danlu, each an object with `name` and
+    `compile(model) -> model`, optionally `reset()` (called before compiling) and
+    `unavailable(device)` (None when it can run there, else why not)."""
     import danlu
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=200, help="training steps (at least 2)")
     ap.add_argument("--backend", default="inductor")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument(
-        "--no-torch-compile",
-        action="store_true",
-        help="do not train and time torch.compile beside danlu",
-    )
+    if references:
+        ap.add_argument(
+            "--no-references",
+            action="store_true",
+            help="train and time only eager and danlu (not "
+            + ", ".join(r.name for r in references)
+            + ")",
+        )
     args = ap.parse_args(argv)
     if args.steps < 2:
         ap.error("--steps must be at least 2 (the first step includes compilation)")
@@ -177,18 +174,23 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     base = TinyGPT(**cfg).to(device)
     models = {"eager": base, "danlu": copy.deepcopy(base)}
-    skip_torch = "--no-torch-compile" if args.no_torch_compile else _torch_compile_available(device)
-    if skip_torch is None:
-        models["torch.compile"] = copy.deepcopy(base)
+    skipped, by_name = {}, {}
+    for ref in references:
+        unavailable = getattr(ref, "unavailable", lambda device: None)
+        why = "--no-references" if args.no_references else unavailable(device)
+        if why is None:
+            models[ref.name], by_name[ref.name] = copy.deepcopy(base), ref
+        else:
+            skipped[ref.name] = why
     runs, results, stats = {}, {}, None
     for name, model in models.items():
         if name == "danlu":
             danlu.reset()
             stats = danlu.CompileStats.current()
             model = danlu.compile(model, backend=args.backend)
-        elif name == "torch.compile":
-            torch._dynamo.reset()
-            model = torch.compile(model)
+        elif name in by_name:
+            getattr(by_name[name], "reset", lambda: None)()
+            model = by_name[name].compile(model)
         opt = torch.optim.AdamW(models[name].parameters(), lr=3e-3)
         batches = synthetic_batches(args.steps, batch, seq, cfg["vocab"], device)
         results[name] = train(model, opt, args.steps, batches, device, name)
@@ -224,8 +226,8 @@ def main(argv=None) -> int:
             f"       {name}: speedup {step_ms['eager'] / step_ms[name]:.2f}x over eager, "
             f"compile time {compile_s:.1f} s (first step minus a steady step)"
         )
-    if skip_torch is not None:
-        print(f"       torch.compile not run: {skip_torch}")
+    for name, why in skipped.items():
+        print(f"       {name} not run: {why}")
     note = machine_note(load_before, per_round)
     if note:
         print()
@@ -236,4 +238,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(references=globals().get("REFERENCES", ())))

@@ -323,34 +323,6 @@ def _make_call_hook(ctx):
     return call_hook
 
 
-_SKIP_PREFIXES = (
-    "torch",
-    "danlu_dynamo",
-    "danlu_primtorch",
-    "danlu_aotautograd",
-    "danlu_inductor",
-    "danlu",
-    "numpy",
-    "_pytest",
-    "pytest",
-    "logging",
-    "typing",
-    "importlib",
-    "inspect",
-    "functools",
-    "collections",
-    "contextlib",
-    "abc",
-    "copy",
-    "warnings",
-    "threading",
-    "dataclasses",
-    "enum",
-    "re",
-    "os",
-    "posixpath",
-)
-_STDLIB = sys.prefix
 
 
 _LIBRARY_PACKAGES = (
