@@ -323,8 +323,6 @@ def _make_call_hook(ctx):
     return call_hook
 
 
-
-
 _LIBRARY_PACKAGES = (
     "torch",
     "danlu_dynamo",
