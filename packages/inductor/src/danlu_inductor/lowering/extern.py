@@ -141,7 +141,7 @@ def make_extern(op, args, kwargs, kind: str, meta_val=None):
         # the trace's values carry the graph's device; a meta run gives "meta" unless the op
         # made a real tensor somewhere we don't plan memory for
         if not from_trace and t.device.type not in ("cpu", "meta"):
-            raise NotLowered(f"extern output on {t.device}")
+            raise NotLowered(f"extern output on {t.device} ({op})")
         # offset 0: kernels address the returned tensor from its data pointer, which already
         # includes a view's offset (the offset itself is kept as ``storage_offset``)
         return FixedLayout(t.dtype, graph.to_exprs(t.shape), graph.to_exprs(t.stride()), 0)

@@ -8,11 +8,12 @@ import functools
 import logging
 import os
 import pathlib
+import re
 
 import torch
 from torch.utils import _pytree as pytree
 
-from danlu_inductor.codegen.wrapper import WrapperCodegen
+from danlu_inductor.codegen.wrapper import WrapperCodegen, describe_kernel
 from danlu_inductor.graph import GraphLowering
 from danlu_inductor.ir.symbols import size_hints
 from danlu_inductor.pipeline.compiled import CompiledGraph, EagerGraph
@@ -80,11 +81,50 @@ def generate_wrapper(graph, scheduler, kernel_backend, **options) -> WrapperCode
     return wrapper
 
 
-def load_call(wrapper_source: str, filename: str, *make_call_args):
-    """Run the wrapper module's source; -> its ``make_call(*make_call_args)``."""
+def load_call(wrapper_source: str, filename: str, kernels: dict, *make_call_args):
+    """Run the wrapper module's source; -> its ``make_call(kernels, *make_call_args)``.
+
+    With ``DANLU_PROFILE_KERNELS=1`` every kernel runs inside a ``torch.profiler`` range named
+    after what it computes, so a profile of a compiled CPU step lists each generated kernel
+    (ctypes calls are otherwise invisible to the profiler)."""
+    if os.environ.get("DANLU_PROFILE_KERNELS", "0") == "1":
+        kernels = profiled_kernels(wrapper_source, kernels)
     namespace: dict = {}
     exec(compile(wrapper_source, filename, "exec"), namespace)
-    return namespace["make_call"](*make_call_args)
+    return namespace["make_call"](kernels, *make_call_args)
+
+
+_KERNEL_COMMENT = re.compile(
+    r"^\s*# (\w+): (pointwise|reduction) kernel \[([^\]\n]*)\][^\n]*\n"
+    r"\s*#   from FX nodes: ([^\n]*)$",
+    re.MULTILINE,
+)
+
+
+def kernel_labels(wrapper_source: str) -> dict[str, str]:
+    """Kernel name -> ``name:danlu_{poi|red}_<ops> [sizes]``, from the wrapper's comments (so
+    a wrapper loaded from the graph cache is labelled the same way)."""
+    labels = {}
+    for name, kind, dims, origins in _KERNEL_COMMENT.findall(wrapper_source):
+        what = describe_kernel(kind == "reduction", origins.split(", "))
+        head = name if name.startswith(what) else f"{name}:{what}"
+        labels[name] = f"{head} [{dims}]"
+    return labels
+
+
+def profiled_kernels(wrapper_source: str, kernels: dict) -> dict:
+    labels = kernel_labels(wrapper_source)
+
+    def wrap(name, fn):
+        label = labels.get(name, name)
+
+        def run(*args):
+            with torch.profiler.record_function(label):
+                return fn(*args)
+
+        return run
+
+    return {k: wrap(k, f) if callable(f) else f for k, f in kernels.items()}
 
 
 def log_fallback_kernels(graph: GraphLowering):

@@ -20,6 +20,8 @@ import re
 import sympy
 import torch
 
+from danlu_inductor.codegen.cpp import vertical
+from danlu_inductor.codegen.cpp.loops import loop_nest as _loop_nest
 from danlu_inductor.codegen.cpp.overrides import CppOverrides, CSEVar
 from danlu_inductor.codegen.cpp.printer import STORAGE_CTYPE, cexpr, value_ctype
 from danlu_inductor.codegen.loop_order import memory_order
@@ -40,6 +42,11 @@ SPLIT_MAX_X = 8  # reductions with fewer outer iterations split R across threads
 SPLIT_MIN_R = 32768
 MAX_THREADS = 256
 WIDE_ACC_MIN_R = 4096
+# a pointwise kernel computes a value that depends only on its innermost index (a batch norm's
+# 1/sqrt(var + eps) per channel) once per index, into a table, when the inner loop is this
+# short and the outer loops repeat it at least TABLE_MIN_OUTER times
+TABLE_MAX_INNER = 4096
+TABLE_MIN_OUTER = 4
 
 
 class Scope:
@@ -70,6 +77,12 @@ class CppKernel:
         self.size_args: list[str] = []  # symbolic sizes the kernel reads, after the pointers
         self.inner_vars: set[str] = set()
         self.inner_x = None  # innermost loop variable of a pointwise kernel (for hoisting)
+        # per temporary: its C type and expression, and the loop variables it depends on
+        # ("?" for what cannot be recomputed elsewhere: indirect indices)
+        self.defs: dict[str, tuple[str, str]] = {}
+        self.deps: dict[str, frozenset] = {}
+        self.table_size = None  # the inner loop's length where tables are on (see codegen)
+        self.tables: list[str] = []  # temporaries read from a table in the inner loop
         self.overrides = CppOverrides(self)
         self._plan_loops()
         # kernel-local buffers written in one reduction-space loop and read in a later one
@@ -114,6 +127,9 @@ class CppKernel:
         name = f"tmp{self.n}"
         self.n += 1
         var = CSEVar(name, dtype)
+        ctype = value_ctype(dtype)
+        self.defs[name] = (ctype, expr)
+        self.deps[name] = deps = self._deps_of(expr)
         # Loop-invariant code motion: a value that depends on no reduction-loop variable
         # (directly or through temporaries) is computed once, before the loop.
         target = self.scope
@@ -122,9 +138,59 @@ class CppKernel:
             self.scope.cache[expr] = var
         else:
             self.inner_vars.add(name)
-        target.lines.append(f"{value_ctype(dtype)} {name} = {expr};")
-        target.cache[expr] = var
+            if self._tabled(expr, deps):
+                self.tables.append(name)
+                expr = f"tab_{name}[{self.inner_x}]"
+        target.lines.append(f"{ctype} {name} = {expr};")
+        target.cache[self.defs[name][1]] = var
         return var
+
+    def _deps_of(self, expr: str) -> frozenset:
+        out = set()
+        for m in _NAME.findall(expr):
+            if m[0] in "xr":
+                out.add(m)
+            elif m.startswith("tmp") and m in self.deps:
+                out |= self.deps[m]
+            else:
+                out.add("?")
+        return frozenset(out)
+
+    def _tabled(self, expr: str, deps) -> bool:
+        """Arithmetic (not a bare load) on the inner index alone, in a kernel with tables."""
+        return (
+            self.table_size is not None
+            and self.scope is self.pw_inner
+            and deps == {self.inner_x}
+            and any(m.startswith("tmp") for m in _NAME.findall(expr))
+        )
+
+    def _table_prelude(self) -> list[str]:
+        """Before the outer loops: one pass over the inner index filling every table, with
+        the temporaries the tabled ones are computed from."""
+        if not self.tables:
+            return []
+        need: set[str] = set()
+
+        def visit(name):
+            if name in need:
+                return
+            need.add(name)
+            for m in _NAME.findall(self.defs[name][1]):
+                if m.startswith("tmp"):
+                    visit(m)
+
+        for name in self.tables:
+            visit(name)
+        body = []
+        for name in sorted(need, key=lambda t: int(t[3:])):
+            ctype, expr = self.defs[name]
+            body.append(f"{ctype} {name} = {expr};")
+        body += [f"tab_{t}[{self.inner_x}] = {t};" for t in self.tables]
+        decls = [f"alignas(64) {self.defs[t][0]} tab_{t}[{self.table_size}];" for t in self.tables]
+        return decls + _loop_nest(
+            [self.inner_x], [self.table_size], body, parallel=False, simd_inner=True
+        )
 
     def _inner_dependent(self, expr: str) -> bool:
         for m in _NAME.findall(expr):
@@ -234,10 +300,19 @@ class CppKernel:
         g = self.g
         body = Scope()
         self.scope = body
+        self.pw_inner = None
         if not g.has_reduction and len(self.xsizes) >= 2:
             self.inner_x = self.xvars[-1].name
             self.pw_inner = Scope(body)
             self.scope = self.pw_inner
+            inner, outer = self.xsizes[-1], product(self.xsizes[:-1])
+            if (
+                is_static(inner)
+                and is_static(outer)
+                and int(inner) <= TABLE_MAX_INNER
+                and int(outer) >= TABLE_MIN_OUTER
+            ):
+                self.table_size = int(inner)
         # symbolic sizes: decide by the hints (speed only; the code serves every size)
         xn, rn = hint(product(self.xsizes)), hint(product(self.rsizes))
         self.rn_static = is_static(product(self.rsizes))
@@ -249,6 +324,7 @@ class CppKernel:
             and all(p in ("reduction", "x") for p in g.placements.values())
         )
         self.split = split
+        self.vertical = not split and not self.scratch and vertical.wanted(self)
         for kind, members in g.phases:
             if kind == "x":
                 for n in members:
@@ -261,7 +337,7 @@ class CppKernel:
         for name in sorted(self.scratch):
             ct = value_ctype(self.buffer_dtype[name])
             inner.insert(0, f"alignas(64) {ct} scratch_{name}[{rn_decl}];")
-        lines = []
+        lines = self._table_prelude()
         if not g.has_reduction and len(self.xsizes) >= 2:
             # outer loops (threads) / per-outer-index invariants / innermost simd loop
             innermost = _loop_nest(
@@ -285,6 +361,14 @@ class CppKernel:
                 inner,
                 parallel=_parallel(xn >= PARALLEL_THRESHOLD, work),
                 simd_inner=True,
+            )
+        elif self.vertical:
+            lines += _loop_nest(
+                self.xvars[:-1],
+                self.xsizes[:-1],
+                vertical.body(self, inner),
+                parallel=_parallel(xn * rn >= PARALLEL_THRESHOLD, work),
+                simd_inner=False,
             )
         else:
             lines += _loop_nest(
@@ -349,6 +433,9 @@ class CppKernel:
                 self.line(f"{ctype} {acc} = {init};")
                 if acc in nan_flags:
                     self.line(f"int {nan_flags[acc]} = 0;")
+            if self.vertical:
+                self.scope.lines.append(vertical.RLoop(loop.lines))
+                return self._reduction_results(results, nan_flags)
             simd = None
             if simd_ok:
                 clauses = ""
@@ -409,6 +496,9 @@ class CppKernel:
             for n, _, _, idx, _, vdt in finals:
                 self._store_node(n, CSEVar(f"res_{n.name}", vdt), idx)
             return
+        self._reduction_results(results, nan_flags)
+
+    def _reduction_results(self, results, nan_flags):
         for n, rtype, acc, idx in results:
             expr, vdt = _result_expr(n, rtype, acc)
             if acc in nan_flags:
@@ -511,40 +601,6 @@ def _acc_combine(base, acc, other):
             f"if ({other}.index >= 0) {acc} = dl_{base}_add({acc}, {other}.value, {other}.index);"
         )
     raise NotImplementedError(base)
-
-
-def _loop_nest(variables, sizes, body, parallel, simd_inner, simd_pragma=None, outer_pragma=None):
-    """Nested for loops; the outer ones shared by threads, the innermost one `omp simd`."""
-    if not sizes:
-        return ["{"] + ["    " + b for b in body] + ["}"]
-    n = len(sizes)
-    lines = []
-    cond = f" if({parallel})" if isinstance(parallel, str) else ""
-    if outer_pragma is not None:
-        lines.append(outer_pragma)
-    elif parallel:
-        if n == 1:
-            lines.append("#pragma omp parallel for" + (" simd" if simd_inner else "") + cond)
-        else:
-            collapse = n - 1 if simd_inner else n
-            lines.append(
-                "#pragma omp parallel for"
-                + (f" collapse({collapse})" if collapse > 1 else "")
-                + cond
-            )
-    elif simd_inner and n == 1:
-        lines.append(simd_pragma or "#pragma omp simd")
-    indent = ""
-    for d, (v, s) in enumerate(zip(variables, sizes)):
-        if d == n - 1 and n > 1 and simd_inner and outer_pragma is None:
-            lines.append(indent + (simd_pragma or "#pragma omp simd"))
-        lines.append(f"{indent}for (int64_t {v} = 0; {v} < {cexpr(s)}; {v}++)")
-        indent += "    "
-    lines[-1] += ""
-    lines.append(indent[:-4] + "{")
-    lines += [indent + b for b in body]
-    lines.append(indent[:-4] + "}")
-    return lines
 
 
 def _merge_dims(sizes, variables, exprs, prefix):
