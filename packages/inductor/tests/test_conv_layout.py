@@ -256,3 +256,52 @@ def test_pointwise_joins_a_split_reduction_only_when_its_memory_order_fits(chann
     from helpers import check_same
 
     check_same(_relu_grad_sum_and_scale, *args, rtol=1e-4, atol=1e-4)
+
+
+def convnext_block(x, w_dw, ln_w, ln_b, fc1, fc2, w_next):
+    """ConvNeXt's block: the depthwise convolution's output permuted to (N, H, W, C), a layer
+    norm and an MLP there, permuted back, a residual sum, then the next convolution."""
+    y = F.conv2d(x, w_dw, padding=3, groups=x.shape[1]).permute(0, 2, 3, 1)
+    y = F.layer_norm(y, (y.shape[-1],), ln_w, ln_b, eps=1e-6)
+    y = F.linear(F.gelu(F.linear(y, fc1)), fc2).permute(0, 3, 1, 2)
+    return F.conv2d(x + y, w_next)
+
+
+def convnext_args(c=16, size=10):
+    return [
+        torch.randn(2, c, size, size),
+        torch.randn(c, 1, 7, 7) * 0.2,
+        torch.rand(c) + 0.5,
+        torch.randn(c),
+        torch.randn(4 * c, c) * 0.3,
+        torch.randn(c, 4 * c) * 0.2,
+        torch.randn(c, c, 1, 1) * 0.3,
+    ]
+
+
+def test_permuted_values_keep_their_own_layout(monkeypatch):
+    # the (N, H, W, C) values between the permutations are not image-shaped for the layout
+    # choice: channels-last strides would put H innermost there
+    monkeypatch.setenv("DANLU_CONV_CHANNELS_LAST", "1")
+    args = convnext_args()
+    gm = aten_graph(convnext_block, *args)
+    prefer = nodes_preferring_channels_last(gm)
+    permutes = [
+        n
+        for n in gm.graph.nodes
+        if n.target is torch.ops.aten.permute.default and len(n.args[1]) == 4
+    ]
+    assert len(permutes) == 2, permutes
+    after = [u for u in permutes[0].users]
+    assert after and all(u not in prefer for u in after)
+    compiled, flat = _compile(convnext_block, args)
+    torch.testing.assert_close(compiled(*flat), convnext_block(*args), rtol=1e-4, atol=1e-4)
+    assert compiled.graph.conv_channels_last
+    stored_nhwc = [
+        b
+        for b in compiled.graph.buffers
+        if type(b).__name__ == "ComputedBuffer" and list(b.layout.size) == [2, 10, 10, 16]
+    ]
+    assert stored_nhwc, [(type(b).__name__, b.layout.size) for b in compiled.graph.buffers]
+    for b in stored_nhwc:
+        assert int(b.layout.stride[-1]) == 1, (b.get_name(), b.layout.stride)

@@ -43,8 +43,18 @@ from danlu_inductor.lowering.extern import make_extern
 from danlu_inductor.lowering.registry import aten, is_node, register
 
 CONV_OPS = (aten.convolution.default, aten.convolution_backward.default)
-# a matmul's operands are reshaped 3-D views: a channels-last preference does not pass through
-_STOPS = (aten.bmm.default, aten.mm.default, aten.addmm.default, aten.baddbmm.default)
+# a matmul's operands are reshaped 3-D views: a channels-last preference does not pass through.
+# Nor does it pass a permutation: ConvNeXt's `x.permute(0, 2, 3, 1)` of a channels-last
+# convolution output is a contiguous (N, H, W, C) value, whose own "channels-last" order would
+# put H innermost (its layer norm then stored across rows, and its matmul read a copy).
+_STOPS = (
+    aten.bmm.default,
+    aten.mm.default,
+    aten.addmm.default,
+    aten.baddbmm.default,
+    aten.permute.default,
+    aten.transpose.int,
+)
 
 
 def _is_conv2d(node: fx.Node) -> bool:
@@ -118,7 +128,11 @@ def nodes_preferring_channels_last(gm: fx.GraphModule) -> set[fx.Node]:
         if _is_conv2d(n):
             prefer.add(n)
             last_conv = last_conv or n
-        elif n.target not in _STOPS and _image_like(n) and any(u in prefer for u in n.users):
+        elif (
+            n.target not in _STOPS
+            and _image_like(n)
+            and any(u in prefer and u.target not in _STOPS for u in n.users)
+        ):
             prefer.add(n)
     for n in nodes:
         if n is last_conv:

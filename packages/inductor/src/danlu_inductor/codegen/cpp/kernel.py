@@ -15,6 +15,7 @@ partial accumulator that is combined in thread order afterwards (deterministic).
 
 from __future__ import annotations
 
+import os
 import re
 
 import sympy
@@ -311,6 +312,7 @@ class CppKernel:
                 and is_static(outer)
                 and int(inner) <= TABLE_MAX_INNER
                 and int(outer) >= TABLE_MIN_OUTER
+                and os.environ.get("DANLU_CPP_TABLES") != "0"
             ):
                 self.table_size = int(inner)
         # symbolic sizes: decide by the hints (speed only; the code serves every size)

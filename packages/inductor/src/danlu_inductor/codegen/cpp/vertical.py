@@ -20,6 +20,7 @@ row-wise kernel's, in the same order.
 
 from __future__ import annotations
 
+import os
 import re
 
 import sympy
@@ -46,6 +47,8 @@ class RLoop:
 def wanted(kernel) -> bool:
     """Whether ``kernel`` (a ``CppKernel`` before code generation) should be vertical."""
     g = kernel.g
+    if os.environ.get("DANLU_CPP_VERTICAL") == "0":
+        return False
     if not g.has_reduction or not kernel.xsizes or not kernel.rsizes:
         return False
     inner, outer = kernel.xsizes[-1], product(kernel.xsizes[:-1])
