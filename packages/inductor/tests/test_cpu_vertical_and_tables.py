@@ -100,3 +100,20 @@ def test_tables_in_a_bf16_kernel_and_with_an_integer_channel_value():
     scale = torch.randn(24)
     shift = torch.randint(-7, 7, (24,))
     check_same(f, x, scale, shift, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("cols", [256, 200, 40])
+def test_column_sums_are_vertical_in_chunks(cols):
+    # a bias gradient: rows summed per column, the columns contiguous; with no other kept
+    # dim the threads take chunks of the columns (200: a last chunk of 8)
+    def f(g, x):
+        return g.sum(0), (g * x).sum(0)
+
+    g, x = torch.randn(1024, cols), torch.randn(1024, cols)
+    compiled = check_same(f, g, x, rtol=1e-5, atol=1e-4)
+    ref = [t.double() for t in (g, x)]
+    got = compiled(g, x)
+    torch.testing.assert_close(got[0].double(), ref[0].sum(0), rtol=1e-5, atol=1e-4)
+    src = compiled.kernel_source
+    assert "_v[" in src and "omp simd reduction" not in src, src
+    assert ("dl_chunk" in src) == (cols >= 128), src

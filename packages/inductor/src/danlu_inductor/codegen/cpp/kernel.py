@@ -364,6 +364,10 @@ class CppKernel:
                 parallel=_parallel(xn >= PARALLEL_THRESHOLD, work),
                 simd_inner=True,
             )
+        elif self.vertical and vertical.chunked(self):
+            lines += vertical.chunk_loop(
+                self, inner, _parallel(xn * rn >= PARALLEL_THRESHOLD, work)
+            )
         elif self.vertical:
             lines += _loop_nest(
                 self.xvars[:-1],

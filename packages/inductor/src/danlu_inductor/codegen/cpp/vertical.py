@@ -31,6 +31,8 @@ from danlu_inductor.ir.symbols import is_static, product, simplify_index
 
 MAX_INNER = 4096  # accumulator arrays live on the stack
 MIN_INNER = 8  # one vector
+# with no other kept dim for the threads to share, they take chunks of the vectorized one
+CHUNK = 64
 
 _DECL = re.compile(r"^(?:alignas\(\d+\) )?([A-Za-z_][\w:<>, ]*?) ([A-Za-z_]\w*) = (.*);$")
 # what makes an expression more than a literal: a value, a loop index, memory, a size
@@ -51,12 +53,10 @@ def wanted(kernel) -> bool:
         return False
     if not g.has_reduction or not kernel.xsizes or not kernel.rsizes:
         return False
-    inner, outer = kernel.xsizes[-1], product(kernel.xsizes[:-1])
+    inner = kernel.xsizes[-1]
     sizes = [*kernel.xsizes, *kernel.rsizes]
     if not all(is_static(s) for s in sizes) or not MIN_INNER <= int(inner) <= MAX_INNER:
         return False
-    if int(outer) < 2:
-        return False  # the threads share the kept dims outside the vectorized one
     xi, ri = kernel.xvars[-1], kernel.rvars[-1]
     along_x = False
     for n in g.nodes:
@@ -74,10 +74,35 @@ def wanted(kernel) -> bool:
     return along_x
 
 
-def body(kernel, items) -> list[str]:
+def chunked(kernel) -> bool:
+    """Threads over chunks of the vectorized dim: no other kept dim, and enough chunks."""
+    return int(product(kernel.xsizes[:-1])) == 1 and int(kernel.xsizes[-1]) >= 2 * CHUNK
+
+
+def chunk_loop(kernel, items, parallel) -> list[str]:
+    """The whole kernel when ``chunked``: each chunk of the vectorized dim is one iteration."""
+    size = int(kernel.xsizes[-1])
+    n = -(-size // CHUNK)
+    head = ["#pragma omp parallel for"] if parallel else []
+    inner = [
+        f"const int64_t dl_lo = dl_chunk * {CHUNK};",
+        f"const int64_t dl_hi = std::min<int64_t>({size}, dl_lo + {CHUNK});",
+        *body(kernel, items, "dl_lo", "dl_hi"),
+    ]
+    return [
+        *head,
+        f"for (int64_t dl_chunk = 0; dl_chunk < {n}; dl_chunk++)",
+        "{",
+        *["    " + line for line in inner],
+        "}",
+    ]
+
+
+def body(kernel, items, lo="0", hi=None) -> list[str]:
     """The body of one outer iteration: ``items`` is the kernel's kept-dim lines with an
-    ``RLoop`` for each reduction loop."""
+    ``RLoop`` for each reduction loop; the vectorized dim runs from ``lo`` to ``hi``."""
     xi, size = kernel.xvars[-1].name, cexpr(kernel.xsizes[-1])
+    hi = size if hi is None else hi
     segments: list[tuple[str, list[str]]] = []
     for item in items:
         if isinstance(item, RLoop):
@@ -112,7 +137,8 @@ def body(kernel, items) -> list[str]:
     out = list(prefix)
     for kind, lines in segments:
         lines = [_arrayify(line, arrays, names, xi) for line in lines] if arrays else lines
-        inner = _loop_nest([xi], [kernel.xsizes[-1]], lines, parallel=False, simd_inner=True)
+        inner = ["#pragma omp simd", f"for (int64_t {xi} = {lo}; {xi} < {hi}; {xi}++)", "{"]
+        inner += ["    " + line for line in lines] + ["}"]
         if kind == "x":
             out += inner
         else:
