@@ -117,3 +117,29 @@ def test_column_sums_are_vertical_in_chunks(cols):
     src = compiled.kernel_source
     assert "_v[" in src and "omp simd reduction" not in src, src
     assert ("dl_chunk" in src) == (cols >= 128), src
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_vertical_kernels_across_dtypes_and_layouts(dtype):
+    # reductions over the leading dims of values whose innermost dim is kept, from
+    # channels-last, transposed and sliced inputs, with integer and bool reductions beside
+    def f(x, m):
+        y = torch.nn.functional.silu(x) * 1.5
+        return (
+            y.sum((2, 3)),
+            y.amax((0, 2)),
+            (x > 0).any(2),
+            (m * 3).sum(0),
+            y.mean((0, 2, 3), keepdim=True),
+        )
+
+    base = torch.randn(3, 33, 9, 10, dtype=torch.float32)
+    for x in (
+        base.to(memory_format=torch.channels_last),
+        base.transpose(1, 3),
+        base.to(memory_format=torch.channels_last)[:, 1:30, ::2],
+    ):
+        x = x.to(dtype)
+        m = torch.randint(-5, 5, (64, 150))
+        tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-5)
+        check_same(f, x, m, **tol)
