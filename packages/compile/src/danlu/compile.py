@@ -9,59 +9,10 @@ import types
 
 import torch
 
+from danlu_dynamo import OptimizedModule
+
 from .backends import lookup_backend
 from .stats import CompileStats
-
-
-class OptimizedModule(torch.nn.Module):
-    """Behaves like the module it wraps (parameters, state_dict, attributes, train/eval), but
-    calls go through the compiled forward. The original is at `_orig_mod`."""
-
-    def __init__(self, mod: torch.nn.Module, compiled_forward):
-        super().__init__()
-        self._orig_mod = mod
-        self._compiled_forward = compiled_forward
-
-    def forward(self, *args, **kwargs):
-        return self._compiled_forward(*args, **kwargs)
-
-    def __getattr__(self, name):
-        if name == "_orig_mod":
-            return self._modules["_orig_mod"]
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._modules["_orig_mod"], name)
-
-    def __setattr__(self, name, value):
-        if name in ("_orig_mod", "_compiled_forward") or "_orig_mod" not in self.__dict__.get(
-            "_modules", {}
-        ):
-            return super().__setattr__(name, value)
-        return setattr(self._orig_mod, name, value)
-
-    def state_dict(self, *args, **kwargs):
-        return self._orig_mod.state_dict(*args, **kwargs)
-
-    def load_state_dict(self, *args, **kwargs):
-        return self._orig_mod.load_state_dict(*args, **kwargs)
-
-    def train(self, mode: bool = True):
-        self._orig_mod.train(mode)
-        return self
-
-    @property
-    def training(self):
-        return self._modules["_orig_mod"].training if "_modules" in self.__dict__ else True
-
-    @training.setter
-    def training(self, value):
-        # nn.Module.__init__ sets self.training before _orig_mod exists.
-        if "_orig_mod" in self.__dict__.get("_modules", {}):
-            self._orig_mod.training = value
-
-    def __repr__(self):
-        return f"OptimizedModule({self._orig_mod!r})"
 
 
 def compile(
@@ -111,8 +62,8 @@ def compile(
         CompileStats.current().captures.append(capture)
     if isinstance(model, torch.nn.Module):
         if _forward_is_library_code(model) and not _runs_user_module(model):
-            return OptimizedModule(model, optimize(_calling(model)))
-        return OptimizedModule(model, optimize(model))
+            return OptimizedModule(model, capture, call=optimize(_calling(model)))
+        return optimize(model)  # capture's OptimizedModule: the one module wrapper
     return optimize(model)
 
 

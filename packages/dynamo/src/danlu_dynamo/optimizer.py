@@ -77,15 +77,26 @@ def _plain_forward(mod):
 
 
 class OptimizedModule(torch.nn.Module):
-    """Wraps a module; ``forward`` runs the module's ``forward`` through capture."""
+    """What compiling a module returns (``optimize(...)(mod)``, ``danlu.compile(mod)``): calls run
+    the module through capture; everything else is the original module's. Its parameters,
+    ``state_dict``/``load_state_dict`` (without a prefix), attribute reads and writes and
+    ``train()``/``eval()`` fall through to the original, kept at ``_orig_mod``.
 
-    def __init__(self, mod: torch.nn.Module, ctx: CaptureContext):
+    ``call``: a callable to run instead of the module's own ``forward`` under capture (danlu
+    compiles torch's own container modules through a plain entry function)."""
+
+    _OWN = ("_orig_mod", "_capture_ctx", "_call")
+
+    def __init__(self, mod: torch.nn.Module, ctx: CaptureContext, call=None):
         super().__init__()
-        self._orig_mod = mod
         self._capture_ctx = ctx
+        self._call = call
         self.__dict__["_mod"] = mod  # read without Module.__getattr__
+        self._orig_mod = mod
 
     def forward(self, *args, **kwargs):
+        if self._call is not None:
+            return self._call(*args, **kwargs)
         mod = self._mod
         ctx = self._capture_ctx
         if config.capture_path == "bytecode":
@@ -109,10 +120,40 @@ class OptimizedModule(torch.nn.Module):
         return _run(ctx, f, [*pre, *args], kwargs)
 
     def __getattr__(self, name):
+        if name == "_orig_mod":
+            return self._modules["_orig_mod"]
         try:
             return super().__getattr__(name)
         except AttributeError:
             return getattr(self._modules["_orig_mod"], name)
+
+    def __setattr__(self, name, value):
+        if name in self._OWN or "_orig_mod" not in self.__dict__.get("_modules", {}):
+            return super().__setattr__(name, value)
+        return setattr(self._orig_mod, name, value)
+
+    def state_dict(self, *args, **kwargs):
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        return self._orig_mod.load_state_dict(*args, **kwargs)
+
+    def train(self, mode: bool = True):
+        self._orig_mod.train(mode)
+        return self
+
+    @property
+    def training(self):
+        return self._modules["_orig_mod"].training if "_modules" in self.__dict__ else True
+
+    @training.setter
+    def training(self, value):
+        # nn.Module.__init__ sets self.training before _orig_mod exists
+        if "_orig_mod" in self.__dict__.get("_modules", {}):
+            self._orig_mod.training = value
+
+    def __repr__(self):
+        return f"OptimizedModule({self._orig_mod!r})"
 
 
 class _Optimizer:
