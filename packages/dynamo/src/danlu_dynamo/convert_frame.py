@@ -23,9 +23,10 @@ import torch
 from .capture.eager_step import FrameState, Returned, in_try_region, step
 from .capture.exc import GraphBreakError, Unsupported
 from .capture.module_hooks import no_global_hooks, plain
-from .capture.output_graph import OutputGraph, Rebuilder
+from .capture.output_graph import OutputGraph, Rebuilder, compile_source
 from .capture.runtime_values import NULL
 from .capture.translator import BreakAt, root_translator
+from .capture.variables.contexts import with_block_open
 from .capture.variables.tensor import TensorVar
 
 log = logging.getLogger("danlu_dynamo")
@@ -522,9 +523,7 @@ def _trace_segment(ctx, fs: FrameState, policy=None) -> Segment:
             kw_names=fs.kw_names,
         )
         tx.break_offsets = break_at
-        from .convert_hook import share_frame_cells
-
-        share_frame_cells(out, tx)
+        out.share_frame_cells(tx.cells)
         try:
             with torch.no_grad() if False else _Nothing():
                 ret = tx.run()
@@ -584,7 +583,7 @@ def _finish(ctx, fs, out: OutputGraph, tx, ret, reason) -> Segment:
         seg.break_offset = tx.current.offset
         seg.kw_names = tx.kw_names
         seg.graph_break = reason
-        if in_try_region(fs.code, seg.break_offset) and _has_ctx_on_stack(tx):
+        if in_try_region(fs.code, seg.break_offset) and with_block_open(tx.stack):
             raise Unsupported("graph break inside a with block")
         seg.locals_fns = {n: cg.rebuild(v) for n, v in tx.locals.items()}
         seg.stack_fns = [cg.rebuild(v) for v in tx.stack]
@@ -603,10 +602,7 @@ def _finish(ctx, fs, out: OutputGraph, tx, ret, reason) -> Segment:
         # The guards must accept the very state they were built from.
         raise RuntimeError("guard check rejects the traced frame state:\n" + seg.check.source)
     sources = [s.expr for s in out.input_sources]
-    fetch_src = "lambda L, G, C, K: (" + "".join(f"{s}, " for s in sources) + ")"
-    from .capture.output_graph import _SOURCE_ENV
-
-    seg.fetch = eval(fetch_src, dict(_SOURCE_ENV))
+    seg.fetch = compile_source("(" + "".join(f"{s}, " for s in sources) + ")")
     gm = torch.fx.GraphModule(torch.nn.Module(), out.graph)
     seg.gm = gm
     seg.num_ops = out.num_ops()
@@ -632,12 +628,6 @@ def _only_positional(code):
         not (code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS))
         and code.co_kwonlyargcount == 0
     )
-
-
-def _has_ctx_on_stack(tx):
-    from .capture.variables.objects import _CtxMethod
-
-    return any(isinstance(v, _CtxMethod) for v in tx.stack)
 
 
 __all__ = ["CaptureContext", "run_function", "current_context", "NULL", "TensorVar"]

@@ -41,6 +41,7 @@ from .capture.runtime_values import NULL
 from .capture.source import FrameValues
 from .capture.translator import BreakAt, instructions_of, root_translator
 from .capture.variables.base import NullVar
+from .capture.variables.contexts import with_block_open
 from .convert_frame import GraphBreak, _loc, _tls, current_context
 
 log = logging.getLogger("danlu_dynamo")
@@ -238,15 +239,6 @@ def _run_original(ctx, frame_code, original):
     return ef.GuardedCode(frame_code, active)
 
 
-def share_frame_cells(out, tx):
-    """The frame's own cells are the cells of closures it made earlier (a resume function
-    receives both): one symbolic cell per real cell, so a store through one is seen by the
-    other."""
-    for cell in tx.cells.values():
-        if cell.real is not None:
-            out._cells.setdefault(id(cell.real), cell)
-
-
 def _trace(ctx, code, f_globals, f_locals, cells, closure, start, n_stack, policy=None):
     break_at: set[int] = set()
     reason = None
@@ -264,7 +256,7 @@ def _trace(ctx, code, f_globals, f_locals, cells, closure, start, n_stack, polic
             out.restore_global_state()
             raise _SegmentPath(f"a value the frame starts with cannot be traced: {e.reason}") from e
         tx.break_offsets = break_at
-        share_frame_cells(out, tx)
+        out.share_frame_cells(tx.cells)
         try:
             ret = tx.run()
             return out, tx, ret, None
@@ -337,7 +329,7 @@ def _emit_break(ctx, frame_code, frame, out, tx, entry, reason):
         [isinstance(v, NullVar) for v in tx.stack],
         set(tx.locals),
     )
-    if _has_ctx_on_stack(tx):
+    if with_block_open(tx.stack):
         raise Unsupported("graph break inside a with block")
     values = [v for v in tx.stack if not isinstance(v, NullVar)]
     values += [tx.locals[n] for n in plan.stored_locals]
@@ -357,12 +349,6 @@ def _emit_break(ctx, frame_code, frame, out, tx, entry, reason):
         ctx.eager_reasons.append(msg)
         log_breaks.info("graph break at %s: %s; %s", reason.user_loc, reason.reason, msg)
     return code, runner
-
-
-def _has_ctx_on_stack(tx):
-    from .capture.variables.objects import _CtxMethod
-
-    return any(isinstance(v, _CtxMethod) for v in tx.stack)
 
 
 def _check_fn(ctx, out, frame, original):
