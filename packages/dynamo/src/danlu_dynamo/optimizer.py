@@ -11,7 +11,8 @@ import torch
 from . import config, eval_frame
 from .backends import lookup_backend
 from .capture.module_hooks import no_global_hooks, plain
-from .convert_frame import CaptureContext, _capturable, _tls, run_function
+from .capture_context import CaptureContext, thread_state
+from .convert_frame import capturable, run_function
 
 
 def _run(ctx, fn, args, kwargs):
@@ -22,14 +23,14 @@ def _run(ctx, fn, args, kwargs):
     from . import eval_frame
     from .hook_entry import callback
 
-    prev_ctx = getattr(_tls, "ctx", None)
-    _tls.ctx = ctx
+    prev_ctx = thread_state.ctx
+    thread_state.ctx = ctx
     prev = eval_frame.set_eval_frame(callback)
     try:
         return fn(*args, **kwargs)
     finally:
         eval_frame.set_eval_frame(prev)
-        _tls.ctx = prev_ctx
+        thread_state.ctx = prev_ctx
 
 
 _set_eval_frame = None
@@ -39,14 +40,14 @@ _hook_callback = None
 def _run_hooked(ctx, fn, args, kwargs):
     """The frame hook sees ``fn``'s frame (and every frame it starts): a cache hit runs the
     transformed code, a miss traces (``convert_hook.callback``)."""
-    prev_ctx = getattr(_tls, "ctx", None)
-    _tls.ctx = ctx
+    prev_ctx = thread_state.ctx
+    thread_state.ctx = ctx
     prev = _set_eval_frame(_hook_callback)
     try:
         return fn(*args, **kwargs)
     finally:
         _set_eval_frame(prev)
-        _tls.ctx = prev_ctx
+        thread_state.ctx = prev_ctx
 
 
 def _load_hook():
@@ -92,8 +93,8 @@ class OptimizedModule(torch.nn.Module):
             # The hook sees forward's frame; with hooks, Module.__call__ runs them eagerly
             # and the hook sees their frames too.
             fwd = _plain_forward(mod)
-            prev_ctx = getattr(_tls, "ctx", None)
-            _tls.ctx = ctx
+            prev_ctx = thread_state.ctx
+            thread_state.ctx = ctx
             prev = _set_eval_frame(_hook_callback)
             try:
                 if fwd is not None:
@@ -101,8 +102,8 @@ class OptimizedModule(torch.nn.Module):
                 return mod(*args, **kwargs)
             finally:
                 _set_eval_frame(prev)
-                _tls.ctx = prev_ctx
-        target = _capturable(mod)
+                thread_state.ctx = prev_ctx
+        target = capturable(mod)
         if target is None:  # hooks or a non-Python forward: run the module eagerly
             return mod(*args, **kwargs)
         f, pre = target
@@ -140,14 +141,14 @@ class _Optimizer:
         def wrapper(*args, **kwargs):
             if config.capture_path != "bytecode":
                 return _run(ctx, fn, args, kwargs)
-            prev_ctx = getattr(_tls, "ctx", None)
-            _tls.ctx = ctx
+            prev_ctx = thread_state.ctx
+            thread_state.ctx = ctx
             prev = _set_eval_frame(_hook_callback)
             try:
                 return fn(*args, **kwargs)
             finally:
                 _set_eval_frame(prev)
-                _tls.ctx = prev_ctx
+                thread_state.ctx = prev_ctx
 
         wrapper._capture_ctx = ctx
         wrapper._orig_fn = fn
