@@ -10,9 +10,12 @@ import torch
 
 from . import config, eval_frame
 from .backends import lookup_backend
+from .bytecode_path import HOOK_CACHE_LIMIT
+from .bytecode_path import callback as hook_callback
 from .capture.module_hooks import no_global_hooks, plain
 from .capture_context import CaptureContext, thread_state
-from .convert_frame import capturable, run_function
+from .segments.hook_entry import callback as segment_hook_callback
+from .segments.runner import capturable, run_function
 
 
 def _run(ctx, fn, args, kwargs):
@@ -20,12 +23,9 @@ def _run(ctx, fn, args, kwargs):
         return _run_hooked(ctx, fn, args, kwargs)
     if not config.use_frame_hook:
         return run_function(ctx, fn, args, kwargs)
-    from . import eval_frame
-    from .hook_entry import callback
-
     prev_ctx = thread_state.ctx
     thread_state.ctx = ctx
-    prev = eval_frame.set_eval_frame(callback)
+    prev = eval_frame.set_eval_frame(segment_hook_callback)
     try:
         return fn(*args, **kwargs)
     finally:
@@ -39,7 +39,7 @@ _hook_callback = None
 
 def _run_hooked(ctx, fn, args, kwargs):
     """The frame hook sees ``fn``'s frame (and every frame it starts): a cache hit runs the
-    transformed code, a miss traces (``convert_hook.callback``)."""
+    transformed code, a miss traces (``bytecode_path.callback``)."""
     prev_ctx = thread_state.ctx
     thread_state.ctx = ctx
     prev = _set_eval_frame(_hook_callback)
@@ -52,12 +52,7 @@ def _run_hooked(ctx, fn, args, kwargs):
 
 def _load_hook():
     global _set_eval_frame, _hook_callback
-    from . import eval_frame
-    from .convert_hook import callback
-
-    _set_eval_frame, _hook_callback = eval_frame.set_eval_frame, callback
-    from .convert_hook import HOOK_CACHE_LIMIT
-
+    _set_eval_frame, _hook_callback = eval_frame.set_eval_frame, hook_callback
     if eval_frame.get_cache_limit() < HOOK_CACHE_LIMIT:
         eval_frame.set_cache_limit(HOOK_CACHE_LIMIT)
     for f in (_run_hooked, OptimizedModule.forward, _plain_forward, plain, no_global_hooks):
@@ -173,8 +168,6 @@ def optimize(backend="eager", *, fullgraph: bool = False, dynamic=None):
 
 def reset():
     """Drop every compiled segment and cache, and the frame hook's cache entries."""
-    from . import eval_frame
-
     for ctx in _contexts:
         ctx.reset()
     eval_frame.reset()

@@ -1,4 +1,5 @@
-"""The frame hook's callback: trace a frame and answer transformed code plus its guards.
+"""The default capture path (``config.capture_path = "bytecode"``): the frame hook's callback
+traces a frame and answers transformed code plus its guards.
 
 On a cache miss the C hook calls :func:`callback`. The symbolic interpreter runs the frame
 (a user function from its start, or a resume function from the instruction it resumes at) on
@@ -12,10 +13,9 @@ fake tensors; the result becomes a C cache entry ``GuardedCode(code, check_fn)``
 
 So a cache hit is: C hook -> check_fn -> transformed code -> runner -> compiled graph.
 
-What this path cannot emit runs through the segment path instead (``hook_entry``:
-a trampoline into ``convert_frame.run_state``, segments and the eager stepper): frames with
-cell variables (closures over their own locals), graph breaks whose live values cannot be
-rebuilt, and internal errors. ``explain`` lists each such frame under "segment path".
+What this path cannot emit runs through the segment path instead (``segments/``: a
+trampoline into ``segments.runner.run_state``, segments and the eager stepper; the list of
+such frames is in its docstring). ``explain`` lists each such frame under "segment path".
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from .capture.translator import BreakAt, instructions_of, root_translator
 from .capture.variables.base import NullVar
 from .capture.variables.contexts import with_block_open
 from .capture_context import GraphBreak, code_location, current_context, thread_state, wants_frame
+from .segments.hook_entry import callback as segment_callback
 
 log = logging.getLogger("danlu_dynamo")
 log_breaks = logging.getLogger("danlu_dynamo.graph_breaks")
@@ -79,8 +80,6 @@ class _SegmentPath(Exception):
 
 
 def callback(frame, cache_size):
-    from .hook_entry import callback as segment_callback
-
     code = frame.f_code
     if code.co_flags & _SKIP_FLAGS or not (code in RESUME_OF or wants_frame(frame)):
         ef.mark_skip(code)

@@ -1,5 +1,5 @@
-"""Running a frame through capture: per-code caches of compiled segments, guard checks,
-graph breaks, and the eager stepper between segments.
+"""The segment path's runner: per-code caches of compiled segments, guard checks, graph
+breaks, and the eager stepper between segments.
 
 A frame runs as a chain of *segments*.  A segment starts at a bytecode offset with a concrete
 frame state (locals, stack, cells), is traced into a graph, and ends either at the frame's
@@ -16,13 +16,14 @@ import types
 
 import torch
 
-from .capture.eager_step import FrameState, Returned, in_try_region, step
-from .capture.exc import GraphBreakError, Unsupported
-from .capture.module_hooks import no_global_hooks, plain
-from .capture.output_graph import OutputGraph, Rebuilder, compile_source
-from .capture.translator import BreakAt, root_translator
-from .capture.variables.contexts import with_block_open
-from .capture_context import CaptureContext, GraphBreak, code_location, is_user_code, thread_state
+from .. import eval_frame
+from ..capture.eager_step import FrameState, Returned, in_try_region, step
+from ..capture.exc import GraphBreakError, Unsupported
+from ..capture.module_hooks import no_global_hooks, plain
+from ..capture.output_graph import OutputGraph, Rebuilder, compile_source
+from ..capture.translator import BreakAt, root_translator
+from ..capture.variables.contexts import with_block_open
+from ..capture_context import CaptureContext, GraphBreak, code_location, is_user_code, thread_state
 
 log = logging.getLogger("danlu_dynamo")
 log_breaks = logging.getLogger("danlu_dynamo.graph_breaks")
@@ -350,8 +351,6 @@ _NO_HOOK = object()
 
 def _suspend_hook():
     """Tracing and backend compilation never run under the frame hook."""
-    from . import eval_frame
-
     if eval_frame.get_eval_frame() is None:
         return _NO_HOOK
     return eval_frame.set_eval_frame(None)
@@ -359,8 +358,6 @@ def _suspend_hook():
 
 def _resume_hook(state):
     if state is not _NO_HOOK:
-        from . import eval_frame
-
         eval_frame.set_eval_frame(state)
 
 

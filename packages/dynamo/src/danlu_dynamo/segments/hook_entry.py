@@ -1,11 +1,12 @@
-"""Capture through the C frame hook (``eval_frame``): every user frame started inside a
-compiled region — including frames started by library code (module hooks, autograd
-Functions, callbacks) — runs through capture.
+"""The segment path entered through the C frame hook (``eval_frame``): every user frame
+started inside a compiled region — including frames started by library code (module hooks,
+autograd Functions, callbacks) — runs through capture. The bytecode path's fallback enters
+the segment path here too.
 
 On a cache miss the hook calls ``callback``; for user code it answers a *trampoline*: a code
 object with the original's argument layout, cells and free variables that calls
 ``_enter(original_code, args, closure)``, which runs the frame's segments
-(``convert_frame.run_state``). Segment guards stay in the segment cache, so the C entry's
+(``runner.run_state``). Segment guards stay in the segment cache, so the C entry's
 check function accepts everything, except while a frame must run as the original (the
 whole-frame eager fallback), which a thread-local flag announces.
 """
@@ -16,14 +17,14 @@ import inspect
 import threading
 import types
 
-from . import eval_frame as ef
-from .bytecode import Positions, create_instruction, make_code
-from .bytecode import builders as b
-from .capture.eager_step import FrameState
-from .capture.frame_codegen import RESUME_OF
-from .capture.runtime_values import NULL
-from .capture_context import current_context, wants_frame
-from .convert_frame import run_state
+from .. import eval_frame as ef
+from ..bytecode import Positions, create_instruction, make_code
+from ..bytecode import builders as b
+from ..capture.eager_step import FrameState
+from ..capture.frame_codegen import RESUME_OF
+from ..capture.runtime_values import NULL
+from ..capture_context import current_context, wants_frame
+from .runner import run_state
 
 _tls = threading.local()
 _trampolines: dict = {}
