@@ -7,8 +7,7 @@ On a cache miss the hook calls ``callback``; for user code it answers a *trampol
 object with the original's argument layout, cells and free variables that calls
 ``_enter(original_code, args, closure)``, which runs the frame's segments
 (``runner.run_state``). Segment guards stay in the segment cache, so the C entry's
-check function accepts everything, except while a frame must run as the original (the
-whole-frame eager fallback), which a thread-local flag announces.
+check function accepts everything.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ _ARG_FLAGS = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
 
 
 def _accept(f_locals) -> bool:
-    return not getattr(_tls, "bypass", False)
+    return True
 
 
 def _arg_names(code):

@@ -424,8 +424,7 @@ def _trace_segment(ctx, fs: FrameState, policy=None) -> Segment:
         tx.break_offsets = break_at
         out.share_frame_cells(tx.cells)
         try:
-            with torch.no_grad() if False else _Nothing():
-                ret = tx.run()
+            ret = tx.run()
             return _finish(ctx, fs, out, tx, ret, None)
         except BreakAt:
             return _finish(ctx, fs, out, tx, None, reason)
@@ -444,14 +443,6 @@ def _trace_segment(ctx, fs: FrameState, policy=None) -> Segment:
         finally:
             out.restore_global_state()
     raise Unsupported("too many graph-break restarts")
-
-
-class _Nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 def _empty_break(ctx, fs, out, tx, reason):
