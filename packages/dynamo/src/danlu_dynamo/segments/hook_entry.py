@@ -20,7 +20,7 @@ from .. import eval_frame as ef
 from ..bytecode import Positions, create_instruction, make_code
 from ..bytecode import builders as b
 from ..capture.eager_step import FrameState
-from ..capture.frame_codegen import RESUME_OF
+from ..capture.frame_codegen import RESUME_OF, arg_names
 from ..capture.runtime_values import NULL
 from ..capture_context import current_context, wants_frame
 from .runner import run_state
@@ -34,17 +34,11 @@ def _accept(f_locals) -> bool:
     return True
 
 
-def _arg_names(code):
-    n = code.co_argcount + code.co_kwonlyargcount
-    n += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
-    return code.co_varnames[:n]
-
-
 def trampoline(code: types.CodeType) -> types.CodeType:
     hit = _trampolines.get(code)
     if hit is not None:
         return hit
-    names = _arg_names(code)
+    names = arg_names(code)
     cells = set(code.co_cellvars)
     loads = [b.load_deref(n) if n in cells else b.load_local(n) for n in names]
     body = [
@@ -89,7 +83,7 @@ def trampoline(code: types.CodeType) -> types.CodeType:
 
 def _enter(code, args, closure):
     ctx = current_context()
-    names = _arg_names(code)
+    names = arg_names(code)
     L = dict(zip(names, args))
     resume = RESUME_OF.get(code)
     if resume is not None:
