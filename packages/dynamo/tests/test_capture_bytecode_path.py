@@ -12,7 +12,7 @@ import danlu_dynamo
 from danlu_dynamo import config
 from danlu_dynamo import eval_frame as ef
 from danlu_dynamo.capture.frame_codegen import RESUME_OF
-from danlu_dynamo.convert_frame import _tls
+from danlu_dynamo.capture_context import thread_state
 
 
 @pytest.fixture(autouse=True)
@@ -53,12 +53,12 @@ def test_whole_frame_is_one_c_cache_entry_with_readable_guards():
     # the entry belongs to its optimize() context: outside it, it never matches
     assert not record.check_fn({"x": x, "y": y})
     assert "capture context" in record.check_fn.failure_reason({"x": x, "y": y})
-    _tls.ctx = ctx
+    thread_state.ctx = ctx
     try:
         assert record.check_fn({"x": x, "y": y})
         reason = record.check_fn.failure_reason({"x": torch.randn(2, 4), "y": y})
     finally:
-        _tls.ctx = None
+        thread_state.ctx = None
     assert reason is not None and "TENSOR_MATCH" in reason and "L['x']" in reason
     assert "___graph(" in record.runner.source
 

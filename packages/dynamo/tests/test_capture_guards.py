@@ -5,7 +5,7 @@ import logging
 import torch
 
 import danlu_dynamo
-from danlu_dynamo.convert_frame import RECOMPILE_LIMIT
+from danlu_dynamo.bytecode_path import RECOMPILE_LIMIT
 
 
 def _count_graphs():

@@ -339,7 +339,7 @@ def test_dict_dataclass_from_the_frame_state_is_read_without_breaks(seed):
 
 
 def test_dict_dataclass_set_up_frames_are_left_to_python():
-    from danlu_dynamo.hook_entry import _sets_up_dict_dataclass
+    from danlu_dynamo.capture_context import sets_up_dict_dataclass
 
     class Frame:  # what the hook passes: the code and the arguments
         def __init__(self, code, f_locals):
@@ -348,16 +348,16 @@ def test_dict_dataclass_set_up_frames_are_left_to_python():
     out = LMOutput(logits=torch.ones(2))
     for name in ("__init__", "__post_init__", "__setattr__", "__setitem__"):
         code = getattr(LMOutput, name).__code__
-        assert _sets_up_dict_dataclass(Frame(code, {code.co_varnames[0]: out}))
+        assert sets_up_dict_dataclass(Frame(code, {code.co_varnames[0]: out}))
 
     @dataclasses.dataclass
     class Plain:  # not a dict: traced as before
         a: int = 0
 
     code = Plain.__init__.__code__
-    assert not _sets_up_dict_dataclass(Frame(code, {"self": Plain()}))
+    assert not sets_up_dict_dataclass(Frame(code, {"self": Plain()}))
     # a dict that is not a dataclass, or another class's method: traced as before
     code = ModelOutput.__setitem__.__code__
-    assert not _sets_up_dict_dataclass(Frame(code, {"self": ModelOutput()}))
+    assert not sets_up_dict_dataclass(Frame(code, {"self": ModelOutput()}))
     code = output_in_traced_code.__code__
-    assert not _sets_up_dict_dataclass(Frame(code, {"x": out}))
+    assert not sets_up_dict_dataclass(Frame(code, {"x": out}))

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import danlu_dynamo
-from danlu_dynamo.convert_frame import _is_user_code, library_dirs
+from danlu_dynamo.capture_context import is_user_code, library_dirs
 
 MODULE = """
 import torch
@@ -44,11 +44,11 @@ def package_under_a_torch_dir(tmp_path, monkeypatch):
 def test_library_code_is_found_by_package_location(package_under_a_torch_dir):
     mod = package_under_a_torch_dir
     assert "/torch/" in mod.model.__code__.co_filename
-    assert _is_user_code(mod.model.__code__) and _is_user_code(mod.helper.__code__)
-    assert not _is_user_code(torch.nn.functional.dropout.__code__)
-    assert not _is_user_code(torch.nn.Module.__call__.__code__)
-    assert not _is_user_code(_is_user_code.__code__)
-    assert not _is_user_code(importlib.import_module.__code__)  # the standard library
+    assert is_user_code(mod.model.__code__) and is_user_code(mod.helper.__code__)
+    assert not is_user_code(torch.nn.functional.dropout.__code__)
+    assert not is_user_code(torch.nn.Module.__call__.__code__)
+    assert not is_user_code(is_user_code.__code__)
+    assert not is_user_code(importlib.import_module.__code__)  # the standard library
     assert any(d.rstrip("/").endswith("torch") for d in library_dirs())
 
 

@@ -100,7 +100,7 @@ def apply_recompile_limit(limit: int) -> None:
 
     if hasattr(dynamo_config, "recompile_limit"):
         dynamo_config.recompile_limit = limit
-    for name in ("danlu_dynamo.convert_hook", "danlu_dynamo.convert_frame"):
+    for name in ("danlu_dynamo.bytecode_path", "danlu_dynamo.segments.runner"):
         try:
             module = importlib.import_module(name)
         except ImportError:

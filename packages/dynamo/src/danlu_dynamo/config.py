@@ -5,11 +5,11 @@ import os as _os
 # How optimize() runs a frame:
 # - "bytecode" (default): the C frame hook sees the frame; on a miss the frame is traced and the
 #   hook caches transformed bytecode (compiled graph + resume functions at graph breaks) guarded
-#   by one generated check function (``convert_hook.py``). Frames it cannot emit fall back to
+#   by one generated check function (``bytecode_path.py``). Frames it cannot emit fall back to
 #   the segment path, per frame.
 # - "segments": the earlier design: a Python wrapper enters capture, a frame runs as a chain of
 #   segments with a bytecode stepper between them, guards in capture's per-offset cache
-#   (``convert_frame.py``).
+#   (``segments/``, whose docstring says why it stays).
 capture_path = _os.environ.get("DANLU_DYNAMO_CAPTURE_PATH", "bytecode")
 
 # Segment path only: enter capture through the C frame hook (a trampoline per code object)

@@ -8,7 +8,7 @@ import time
 import torch
 
 from .backends import eager
-from .convert_frame import GraphBreak
+from .capture_context import GraphBreak
 from .optimizer import optimize
 
 

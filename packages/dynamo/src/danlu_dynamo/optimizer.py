@@ -10,8 +10,12 @@ import torch
 
 from . import config, eval_frame
 from .backends import lookup_backend
+from .bytecode_path import HOOK_CACHE_LIMIT
+from .bytecode_path import callback as hook_callback
 from .capture.module_hooks import no_global_hooks, plain
-from .convert_frame import CaptureContext, _capturable, _tls, run_function
+from .capture_context import CaptureContext, thread_state
+from .segments.hook_entry import callback as segment_hook_callback
+from .segments.runner import capturable, run_function
 
 
 def _run(ctx, fn, args, kwargs):
@@ -19,17 +23,14 @@ def _run(ctx, fn, args, kwargs):
         return _run_hooked(ctx, fn, args, kwargs)
     if not config.use_frame_hook:
         return run_function(ctx, fn, args, kwargs)
-    from . import eval_frame
-    from .hook_entry import callback
-
-    prev_ctx = getattr(_tls, "ctx", None)
-    _tls.ctx = ctx
-    prev = eval_frame.set_eval_frame(callback)
+    prev_ctx = thread_state.ctx
+    thread_state.ctx = ctx
+    prev = eval_frame.set_eval_frame(segment_hook_callback)
     try:
         return fn(*args, **kwargs)
     finally:
         eval_frame.set_eval_frame(prev)
-        _tls.ctx = prev_ctx
+        thread_state.ctx = prev_ctx
 
 
 _set_eval_frame = None
@@ -38,25 +39,20 @@ _hook_callback = None
 
 def _run_hooked(ctx, fn, args, kwargs):
     """The frame hook sees ``fn``'s frame (and every frame it starts): a cache hit runs the
-    transformed code, a miss traces (``convert_hook.callback``)."""
-    prev_ctx = getattr(_tls, "ctx", None)
-    _tls.ctx = ctx
+    transformed code, a miss traces (``bytecode_path.callback``)."""
+    prev_ctx = thread_state.ctx
+    thread_state.ctx = ctx
     prev = _set_eval_frame(_hook_callback)
     try:
         return fn(*args, **kwargs)
     finally:
         _set_eval_frame(prev)
-        _tls.ctx = prev_ctx
+        thread_state.ctx = prev_ctx
 
 
 def _load_hook():
     global _set_eval_frame, _hook_callback
-    from . import eval_frame
-    from .convert_hook import callback
-
-    _set_eval_frame, _hook_callback = eval_frame.set_eval_frame, callback
-    from .convert_hook import HOOK_CACHE_LIMIT
-
+    _set_eval_frame, _hook_callback = eval_frame.set_eval_frame, hook_callback
     if eval_frame.get_cache_limit() < HOOK_CACHE_LIMIT:
         eval_frame.set_cache_limit(HOOK_CACHE_LIMIT)
     for f in (_run_hooked, OptimizedModule.forward, _plain_forward, plain, no_global_hooks):
@@ -103,8 +99,8 @@ class OptimizedModule(torch.nn.Module):
             # The hook sees forward's frame; with hooks, Module.__call__ runs them eagerly
             # and the hook sees their frames too.
             fwd = _plain_forward(mod)
-            prev_ctx = getattr(_tls, "ctx", None)
-            _tls.ctx = ctx
+            prev_ctx = thread_state.ctx
+            thread_state.ctx = ctx
             prev = _set_eval_frame(_hook_callback)
             try:
                 if fwd is not None:
@@ -112,8 +108,8 @@ class OptimizedModule(torch.nn.Module):
                 return mod(*args, **kwargs)
             finally:
                 _set_eval_frame(prev)
-                _tls.ctx = prev_ctx
-        target = _capturable(mod)
+                thread_state.ctx = prev_ctx
+        target = capturable(mod)
         if target is None:  # hooks or a non-Python forward: run the module eagerly
             return mod(*args, **kwargs)
         f, pre = target
@@ -181,14 +177,14 @@ class _Optimizer:
         def wrapper(*args, **kwargs):
             if config.capture_path != "bytecode":
                 return _run(ctx, fn, args, kwargs)
-            prev_ctx = getattr(_tls, "ctx", None)
-            _tls.ctx = ctx
+            prev_ctx = thread_state.ctx
+            thread_state.ctx = ctx
             prev = _set_eval_frame(_hook_callback)
             try:
                 return fn(*args, **kwargs)
             finally:
                 _set_eval_frame(prev)
-                _tls.ctx = prev_ctx
+                thread_state.ctx = prev_ctx
 
         wrapper._capture_ctx = ctx
         wrapper._orig_fn = fn
@@ -213,8 +209,6 @@ def optimize(backend="eager", *, fullgraph: bool = False, dynamic=None):
 
 def reset():
     """Drop every compiled segment and cache, and the frame hook's cache entries."""
-    from . import eval_frame
-
     for ctx in _contexts:
         ctx.reset()
     eval_frame.reset()

@@ -203,6 +203,14 @@ class OutputGraph:
         self._cells[id(cell)] = var
         return var
 
+    def share_frame_cells(self, cells: dict) -> None:
+        """The frame's own cells are also the cells of closures it made earlier (a resume
+        function receives both): one symbolic cell per real cell, so a store through one is
+        seen by the other."""
+        for cell in cells.values():
+            if cell.real is not None:
+                self._cells.setdefault(id(cell.real), cell)
+
     # -------------------------------------------------------------- graph ops
     def call_op(self, kind: str, target, args: list, kwargs: dict, ret_self: bool = False) -> Var:
         node_args = tuple(_to_node(a) for a in args)

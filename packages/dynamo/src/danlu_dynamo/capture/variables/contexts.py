@@ -69,6 +69,12 @@ class _CtxMethod(Var):
         raise Unsupported("context manager alive at a graph break")
 
 
+def with_block_open(stack) -> bool:
+    """A traced ``with`` block is open: its context's bound method waits on the value stack,
+    and a graph break there would have to rebuild the context."""
+    return any(isinstance(v, _CtxMethod) for v in stack)
+
+
 class AutocastVar(Var):
     """``torch.autocast(...)`` as a context manager: entered for real while tracing (so example
     values get autocast dtypes) and recorded as ``_enter_autocast``/``_exit_autocast`` nodes."""

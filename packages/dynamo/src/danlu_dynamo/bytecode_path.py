@@ -1,4 +1,5 @@
-"""The frame hook's callback: trace a frame and answer transformed code plus its guards.
+"""The default capture path (``config.capture_path = "bytecode"``): the frame hook's callback
+traces a frame and answers transformed code plus its guards.
 
 On a cache miss the C hook calls :func:`callback`. The symbolic interpreter runs the frame
 (a user function from its start, or a resume function from the instruction it resumes at) on
@@ -12,10 +13,9 @@ fake tensors; the result becomes a C cache entry ``GuardedCode(code, check_fn)``
 
 So a cache hit is: C hook -> check_fn -> transformed code -> runner -> compiled graph.
 
-What this path cannot emit runs through the segment path instead (``hook_entry``:
-a trampoline into ``convert_frame.run_state``, segments and the eager stepper): frames with
-cell variables (closures over their own locals), graph breaks whose live values cannot be
-rebuilt, and internal errors. ``explain`` lists each such frame under "segment path".
+What this path cannot emit runs through the segment path instead (``segments/``: a
+trampoline into ``segments.runner.run_state``, segments and the eager stepper; the list of
+such frames is in its docstring). ``explain`` lists each such frame under "segment path".
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ from .capture.runtime_values import NULL
 from .capture.source import FrameValues
 from .capture.translator import BreakAt, instructions_of, root_translator
 from .capture.variables.base import NullVar
-from .convert_frame import GraphBreak, _loc, _tls, current_context
+from .capture.variables.contexts import with_block_open
+from .capture_context import GraphBreak, code_location, current_context, thread_state, wants_frame
+from .segments.hook_entry import callback as segment_callback
 
 log = logging.getLogger("danlu_dynamo")
 log_breaks = logging.getLogger("danlu_dynamo.graph_breaks")
@@ -78,11 +80,8 @@ class _SegmentPath(Exception):
 
 
 def callback(frame, cache_size):
-    from .hook_entry import _wants
-    from .hook_entry import callback as segment_callback
-
     code = frame.f_code
-    if code.co_flags & _SKIP_FLAGS or not (code in RESUME_OF or _wants(frame)):
+    if code.co_flags & _SKIP_FLAGS or not (code in RESUME_OF or wants_frame(frame)):
         ef.mark_skip(code)
         return None
     ctx = current_context()
@@ -93,24 +92,24 @@ def callback(frame, cache_size):
     except GraphBreakError:
         raise
     except _SegmentPath as e:
-        ctx.fallbacks.append(f"{_loc(code)}: {e} (runs through the segment path)")
-        log_breaks.info("%s: %s; using the segment path", _loc(code), e)
+        ctx.fallbacks.append(f"{code_location(code)}: {e} (runs through the segment path)")
+        log_breaks.info("%s: %s; using the segment path", code_location(code), e)
     except Exception as e:
         log.warning(
             "internal error compiling %s: %s: %s; using the segment path",
-            _loc(code),
+            code_location(code),
             type(e).__name__,
             e,
             exc_info=log.isEnabledFor(logging.DEBUG),
         )
-        ctx.fallbacks.append(f"{_loc(code)}: internal error {type(e).__name__}: {e}")
+        ctx.fallbacks.append(f"{code_location(code)}: internal error {type(e).__name__}: {e}")
     guarded = segment_callback(frame, cache_size)
     if guarded is None:
         return None
     accept = guarded.check_fn
 
     def check(f_locals):  # this context's entry only: another one decides for itself
-        return getattr(_tls, "ctx", None) is ctx and accept(f_locals)
+        return thread_state.ctx is ctx and accept(f_locals)
 
     check.failure_reason = lambda f_locals: None if check(f_locals) else "another context"
     return ef.GuardedCode(guarded.code, check)
@@ -128,7 +127,10 @@ def compile_frame(ctx, frame, cache_size):
     failed = _failed_guard(ctx, frame, original, start) if n else None
     if n:
         log_recompiles.info(
-            "recompiling %s: guards failed for all %d entries (%s)", _loc(original), n, failed
+            "recompiling %s: guards failed for all %d entries (%s)",
+            code_location(original),
+            n,
+            failed,
         )
     policy = ctx.dynamic_policy(original, start)
     try:
@@ -145,7 +147,7 @@ def compile_frame(ctx, frame, cache_size):
         if not (policy.active and policy.used):
             raise
         why = e.reason if isinstance(e, Unsupported) else f"{type(e).__name__}: {e}"
-        msg = f"dynamic shapes: {_loc(original)} traced with static sizes ({why})"
+        msg = f"dynamic shapes: {code_location(original)} traced with static sizes ({why})"
         log_recompiles.info("%s", msg)
         ctx.recompiles.append(msg)
         policy.disabled = True
@@ -153,18 +155,18 @@ def compile_frame(ctx, frame, cache_size):
     policy.commit(out.dynamic_dims)
     policy.note_specialised(out.shape_env)
     if n:
-        msg = f"{_loc(original)}: guard failed: {failed or '?'}"
+        msg = f"{code_location(original)}: guard failed: {failed or '?'}"
         if policy.notes:
             msg += "; " + "; ".join(policy.notes)
         ctx.recompiles.append(msg)
         if policy.notes:
             log_recompiles.info("%s", msg)
     elif policy.notes:
-        log_recompiles.info("%s: %s", _loc(original), "; ".join(policy.notes))
+        log_recompiles.info("%s: %s", code_location(original), "; ".join(policy.notes))
     ctx.records.append(entry)
     if entry.graph_break is not None:
         ctx.breaks.append(entry.graph_break)
-    log_guards.debug("guards for %s:\n%s", _loc(original), out.guards)
+    log_guards.debug("guards for %s:\n%s", code_location(original), out.guards)
     return ef.GuardedCode(code, entry.check_fn)
 
 
@@ -227,24 +229,17 @@ def _compile_frame(ctx, frame, policy):
 
 def _run_original(ctx, frame_code, original):
     log_recompiles.warning(
-        "%s hit the recompile limit (%d); it now runs eagerly", _loc(original), RECOMPILE_LIMIT
+        "%s hit the recompile limit (%d); it now runs eagerly",
+        code_location(original),
+        RECOMPILE_LIMIT,
     )
-    ctx.eager_reasons.append(f"{_loc(original)}: recompile limit reached")
+    ctx.eager_reasons.append(f"{code_location(original)}: recompile limit reached")
 
     def active(f_locals):
-        return getattr(_tls, "ctx", None) is ctx
+        return thread_state.ctx is ctx
 
     active.failure_reason = lambda f_locals: "another capture context (optimize call)"
     return ef.GuardedCode(frame_code, active)
-
-
-def share_frame_cells(out, tx):
-    """The frame's own cells are the cells of closures it made earlier (a resume function
-    receives both): one symbolic cell per real cell, so a store through one is seen by the
-    other."""
-    for cell in tx.cells.values():
-        if cell.real is not None:
-            out._cells.setdefault(id(cell.real), cell)
 
 
 def _trace(ctx, code, f_globals, f_locals, cells, closure, start, n_stack, policy=None):
@@ -264,7 +259,7 @@ def _trace(ctx, code, f_globals, f_locals, cells, closure, start, n_stack, polic
             out.restore_global_state()
             raise _SegmentPath(f"a value the frame starts with cannot be traced: {e.reason}") from e
         tx.break_offsets = break_at
-        share_frame_cells(out, tx)
+        out.share_frame_cells(tx.cells)
         try:
             ret = tx.run()
             return out, tx, ret, None
@@ -315,7 +310,10 @@ def _runner(ctx, frame_code, frame, out, entry, values, *, as_tuple):
         entry.num_ops = out.num_ops()
         if entry.num_ops > 0:
             log_graph.info(
-                "captured graph (%d ops) for %s:\n%s", entry.num_ops, _loc(entry.code), gm.code
+                "captured graph (%d ops) for %s:\n%s",
+                entry.num_ops,
+                code_location(entry.code),
+                gm.code,
             )
             compiled = ctx.backend(gm, list(out.input_values))
             if getattr(compiled, "__self__", None) is gm and compiled.__name__ == "forward":
@@ -337,7 +335,7 @@ def _emit_break(ctx, frame_code, frame, out, tx, entry, reason):
         [isinstance(v, NullVar) for v in tx.stack],
         set(tx.locals),
     )
-    if _has_ctx_on_stack(tx):
+    if with_block_open(tx.stack):
         raise Unsupported("graph break inside a with block")
     values = [v for v in tx.stack if not isinstance(v, NullVar)]
     values += [tx.locals[n] for n in plan.stored_locals]
@@ -359,15 +357,9 @@ def _emit_break(ctx, frame_code, frame, out, tx, entry, reason):
     return code, runner
 
 
-def _has_ctx_on_stack(tx):
-    from .capture.variables.objects import _CtxMethod
-
-    return any(isinstance(v, _CtxMethod) for v in tx.stack)
-
-
 def _check_fn(ctx, out, frame, original):
     def active():
-        return getattr(_tls, "ctx", None) is ctx
+        return thread_state.ctx is ctx
 
     try:
         return out.guards.compile_for_frame(

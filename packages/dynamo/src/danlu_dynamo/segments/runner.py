@@ -1,5 +1,5 @@
-"""Running a frame through capture: per-code caches of compiled segments, guard checks,
-graph breaks, and the eager stepper between segments.
+"""The segment path's runner: per-code caches of compiled segments, guard checks, graph
+breaks, and the eager stepper between segments.
 
 A frame runs as a chain of *segments*.  A segment starts at a bytecode offset with a concrete
 frame state (locals, stack, cells), is traced into a graph, and ends either at the frame's
@@ -9,24 +9,21 @@ segment starts after it.  Segments are cached per (code object, start offset) an
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import logging
-import os
-import sys
-import threading
 import time
 import types
 
 import torch
 
-from .capture.eager_step import FrameState, Returned, in_try_region, step
-from .capture.exc import GraphBreakError, Unsupported
-from .capture.module_hooks import no_global_hooks, plain
-from .capture.output_graph import OutputGraph, Rebuilder
-from .capture.runtime_values import NULL
-from .capture.translator import BreakAt, root_translator
-from .capture.variables.tensor import TensorVar
+from .. import eval_frame
+from ..capture.eager_step import FrameState, Returned, in_try_region, step
+from ..capture.exc import GraphBreakError, Unsupported
+from ..capture.module_hooks import no_global_hooks, plain
+from ..capture.output_graph import OutputGraph, Rebuilder, compile_source
+from ..capture.translator import BreakAt, root_translator
+from ..capture.variables.contexts import with_block_open
+from ..capture_context import CaptureContext, GraphBreak, code_location, is_user_code, thread_state
 
 log = logging.getLogger("danlu_dynamo")
 log_breaks = logging.getLogger("danlu_dynamo.graph_breaks")
@@ -45,16 +42,6 @@ class _RunCtx:
     def __init__(self, L, G, C, K, outs):
         self.L, self.G, self.C, self.K, self.outs = L, G, C, K, outs
         self.memo = {}
-
-
-class GraphBreak:
-    """One graph break, for explain and logs."""
-
-    def __init__(self, reason, user_loc, code, offset):
-        self.reason, self.user_loc, self.code, self.offset = reason, user_loc, code, offset
-
-    def __str__(self):
-        return f"{self.user_loc}: {self.reason}"
 
 
 class Segment:
@@ -110,59 +97,13 @@ class CodeCache:
         self.failed: set[int] = set()
 
 
-class CaptureContext:
-    """One ``optimize(...)`` call: backend, options, caches, and what explain reports."""
-
-    def __init__(self, backend, fullgraph=False, dynamic=None):
-        from .distributed import ddp_split_backend
-
-        # graphs captured inside a DistributedDataParallel forward are split at its buckets
-        self.ddp_splits: list = []
-        self.backend = ddp_split_backend(backend, self.ddp_splits)
-        self.fullgraph = fullgraph
-        self.dynamic = dynamic  # None (automatic) | True | False: see capture/dynamic.py
-        # (code, offset) -> {input source: (sizes seen, dims made dynamic)}
-        self.size_memory: dict = {}
-        self.recompiles: list[str] = []  # why each recompile happened (explain)
-        self.caches: dict[types.CodeType, CodeCache] = {}
-        self.records: list = []  # segments compiled, in order
-        self.breaks: list[GraphBreak] = []
-        self.eager_reasons: list[str] = []
-        self.fallbacks: list[str] = []  # frames the bytecode path handed to the segment path
-        self.entry_counts: dict = {}  # frame-hook entries made per code object
-        self.lock = threading.RLock()
-
-    def reset(self):
-        self.ddp_splits.clear()
-        self.caches.clear()
-        self.records.clear()
-        self.breaks.clear()
-        self.eager_reasons.clear()
-        self.fallbacks.clear()
-        self.entry_counts.clear()
-        self.size_memory.clear()
-        self.recompiles.clear()
-
-    def dynamic_policy(self, code, offset):
-        from .capture.dynamic import DynamicPolicy
-
-        return DynamicPolicy(self.dynamic, self.size_memory.setdefault((code, offset), {}))
-
-
-_tls = threading.local()
-
-
-def current_context():
-    return getattr(_tls, "ctx", None)
-
-
 # ---------------------------------------------------------------------------------- entry
 
 
 def run_function(ctx: CaptureContext, fn, args, kwargs):
     """Call ``fn(*args, **kwargs)`` through capture."""
     code = fn.__code__
-    if code.co_flags & _SKIP_CO_FLAGS or not _is_user_code(code):
+    if code.co_flags & _SKIP_CO_FLAGS or not is_user_code(code):
         return fn(*args, **kwargs)
     simple = _simple_positional(code)
     if simple is not None and not kwargs and len(args) == len(simple):
@@ -176,12 +117,12 @@ def run_function(ctx: CaptureContext, fn, args, kwargs):
         L = dict(bound.arguments)
     fs = FrameState(code, fn, L, fn.__globals__, fn.__closure__ or (), {}, [], None, 0)
     fs.entry = (args, kwargs)
-    prev = getattr(_tls, "ctx", None)
-    _tls.ctx = ctx
+    prev = thread_state.ctx
+    thread_state.ctx = ctx
     try:
         return run_state(ctx, fs)
     finally:
-        _tls.ctx = prev
+        thread_state.ctx = prev
 
 
 _sig_cache: dict = {}
@@ -314,7 +255,7 @@ def _lookup(cache: CodeCache, fs: FrameState):
 
 def _make_call_hook(ctx):
     def call_hook(fn, args, kwargs):
-        target = _capturable(fn)
+        target = capturable(fn)
         if target is not None:
             f, pre = target
             return run_function(ctx, f, [*pre, *args], kwargs)
@@ -323,50 +264,13 @@ def _make_call_hook(ctx):
     return call_hook
 
 
-_LIBRARY_PACKAGES = (
-    "torch",
-    "danlu_dynamo",
-    "danlu_primtorch",
-    "danlu_aotautograd",
-    "danlu_inductor",
-)
-_library_dirs: tuple[str, ...] | None = None
-
-
-def library_dirs() -> tuple[str, ...]:
-    """The directories of torch and danlu's capture packages, each ending in a separator.
-
-    Found from the packages themselves, not from a path pattern: an environment installed
-    under a path containing ``/torch/`` (the GPU machine's ``/opt/torch/.venv``) made every
-    installed package (transformers included) look like torch to a ``"/torch/" in path`` test."""
-    global _library_dirs
-    if _library_dirs is None:
-        dirs = set()
-        for name in _LIBRARY_PACKAGES:
-            spec = importlib.util.find_spec(name)
-            for loc in (spec.submodule_search_locations or []) if spec else []:
-                for d in {os.path.abspath(loc), os.path.realpath(loc)}:
-                    dirs.add(os.path.join(d, ""))
-        _library_dirs = tuple(sorted(dirs))
-    return _library_dirs
-
-
-def _is_user_code(code) -> bool:
-    fname = code.co_filename
-    if fname.startswith(("<frozen", "<eval_with_key", "<danlu")):
-        return False
-    if fname.startswith(library_dirs()) or os.path.abspath(fname).startswith(library_dirs()):
-        return False
-    if fname.startswith(sys.base_prefix + "/lib/python") and "-packages" not in fname:
-        return False  # the standard library (site-packages / dist-packages are not)
-    return True
-
-
-def _capturable(fn):
+def capturable(fn):
+    """``(function, leading args)`` to run a call of ``fn`` through capture (a user function,
+    bound method, or a plain module's ``forward``), else None: it runs as is."""
     if isinstance(fn, types.FunctionType):
-        return (fn, ()) if _is_user_code(fn.__code__) else None
+        return (fn, ()) if is_user_code(fn.__code__) else None
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
-        return (fn.__func__, (fn.__self__,)) if _is_user_code(fn.__func__.__code__) else None
+        return (fn.__func__, (fn.__self__,)) if is_user_code(fn.__func__.__code__) else None
     if isinstance(fn, torch.nn.Module):
         m = fn
         if not (plain(m.__dict__) and no_global_hooks()):
@@ -377,7 +281,7 @@ def _capturable(fn):
             fwd, pre = fwd.__func__, ()
         elif isinstance(fwd, classmethod):
             fwd, pre = fwd.__func__, (type(m),)
-        if isinstance(fwd, types.FunctionType) and _is_user_code(fwd.__code__):
+        if isinstance(fwd, types.FunctionType) and is_user_code(fwd.__code__):
             return (fwd, pre)
     return None
 
@@ -396,12 +300,12 @@ def _compile(ctx: CaptureContext, cache: CodeCache, fs: FrameState):
             RECOMPILE_LIMIT,
         )
         cache.failed.add(fs.offset)
-        ctx.eager_reasons.append(f"{_loc(fs.code)}: recompile limit reached")
+        ctx.eager_reasons.append(f"{code_location(fs.code)}: recompile limit reached")
         return None
     if n_entries:
         log_recompiles.info(
             "recompiling %s (offset %d): guards failed for all %d entries",
-            _loc(fs.code),
+            code_location(fs.code),
             fs.offset,
             n_entries,
         )
@@ -416,16 +320,20 @@ def _compile(ctx: CaptureContext, cache: CodeCache, fs: FrameState):
             # An internal error must never reach the user: run this code eagerly instead.
             log.warning(
                 "internal error capturing %s: %s: %s",
-                _loc(fs.code),
+                code_location(fs.code),
                 type(e).__name__,
                 e,
                 exc_info=log.isEnabledFor(logging.DEBUG),
             )
             e = Unsupported(f"internal capture error {type(e).__name__}: {e}")
         if ctx.fullgraph:
-            raise GraphBreakError(f"{e.user_loc or _loc(fs.code)}: {e.reason}") from e
-        log_breaks.info("cannot capture %s from offset %d: %s", _loc(fs.code), fs.offset, e.reason)
-        ctx.eager_reasons.append(f"{e.user_loc or _loc(fs.code)}: {e.reason} (ran eagerly)")
+            raise GraphBreakError(f"{e.user_loc or code_location(fs.code)}: {e.reason}") from e
+        log_breaks.info(
+            "cannot capture %s from offset %d: %s", code_location(fs.code), fs.offset, e.reason
+        )
+        ctx.eager_reasons.append(
+            f"{e.user_loc or code_location(fs.code)}: {e.reason} (ran eagerly)"
+        )
         cache.failed.add(fs.offset)
         return None
     finally:
@@ -443,8 +351,6 @@ _NO_HOOK = object()
 
 def _suspend_hook():
     """Tracing and backend compilation never run under the frame hook."""
-    from . import eval_frame
-
     if eval_frame.get_eval_frame() is None:
         return _NO_HOOK
     return eval_frame.set_eval_frame(None)
@@ -452,13 +358,7 @@ def _suspend_hook():
 
 def _resume_hook(state):
     if state is not _NO_HOOK:
-        from . import eval_frame
-
         eval_frame.set_eval_frame(state)
-
-
-def _loc(code):
-    return f"{code.co_filename}:{code.co_firstlineno} ({code.co_name})"
 
 
 def _trace_segment_dynamic(ctx, fs: FrameState, previous) -> Segment:
@@ -479,7 +379,7 @@ def _trace_segment_dynamic(ctx, fs: FrameState, previous) -> Segment:
         if not policy.active or not policy.used:
             raise
         why = f"{type(e).__name__}: {e}"
-    msg = f"dynamic shapes: {_loc(fs.code)} traced with static sizes ({why})"
+    msg = f"dynamic shapes: {code_location(fs.code)} traced with static sizes ({why})"
     log_recompiles.info("%s", msg)
     ctx.recompiles.append(msg)
     policy.disabled = True
@@ -498,7 +398,7 @@ def _note_recompile(ctx, fs, previous, policy):
         failed = why(L, fs.G, fs.C, fs.K) if why is not None else None
         if failed:
             break
-    msg = f"{_loc(fs.code)} offset {fs.offset}: guard failed: {failed or '?'}"
+    msg = f"{code_location(fs.code)} offset {fs.offset}: guard failed: {failed or '?'}"
     if policy.notes:
         msg += "; " + "; ".join(policy.notes)
     ctx.recompiles.append(msg)
@@ -522,12 +422,9 @@ def _trace_segment(ctx, fs: FrameState, policy=None) -> Segment:
             kw_names=fs.kw_names,
         )
         tx.break_offsets = break_at
-        from .convert_hook import share_frame_cells
-
-        share_frame_cells(out, tx)
+        out.share_frame_cells(tx.cells)
         try:
-            with torch.no_grad() if False else _Nothing():
-                ret = tx.run()
+            ret = tx.run()
             return _finish(ctx, fs, out, tx, ret, None)
         except BreakAt:
             return _finish(ctx, fs, out, tx, None, reason)
@@ -546,14 +443,6 @@ def _trace_segment(ctx, fs: FrameState, policy=None) -> Segment:
         finally:
             out.restore_global_state()
     raise Unsupported("too many graph-break restarts")
-
-
-class _Nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 def _empty_break(ctx, fs, out, tx, reason):
@@ -584,7 +473,7 @@ def _finish(ctx, fs, out: OutputGraph, tx, ret, reason) -> Segment:
         seg.break_offset = tx.current.offset
         seg.kw_names = tx.kw_names
         seg.graph_break = reason
-        if in_try_region(fs.code, seg.break_offset) and _has_ctx_on_stack(tx):
+        if in_try_region(fs.code, seg.break_offset) and with_block_open(tx.stack):
             raise Unsupported("graph break inside a with block")
         seg.locals_fns = {n: cg.rebuild(v) for n, v in tx.locals.items()}
         seg.stack_fns = [cg.rebuild(v) for v in tx.stack]
@@ -603,10 +492,7 @@ def _finish(ctx, fs, out: OutputGraph, tx, ret, reason) -> Segment:
         # The guards must accept the very state they were built from.
         raise RuntimeError("guard check rejects the traced frame state:\n" + seg.check.source)
     sources = [s.expr for s in out.input_sources]
-    fetch_src = "lambda L, G, C, K: (" + "".join(f"{s}, " for s in sources) + ")"
-    from .capture.output_graph import _SOURCE_ENV
-
-    seg.fetch = eval(fetch_src, dict(_SOURCE_ENV))
+    seg.fetch = compile_source("(" + "".join(f"{s}, " for s in sources) + ")")
     gm = torch.fx.GraphModule(torch.nn.Module(), out.graph)
     seg.gm = gm
     seg.num_ops = out.num_ops()
@@ -619,11 +505,13 @@ def _finish(ctx, fs, out: OutputGraph, tx, ret, reason) -> Segment:
     ):
         seg.kind = "eager_call" if _only_positional(fs.code) else seg.kind
     if seg.num_ops > 0:
-        log_graph.info("captured graph (%d ops) for %s:\n%s", seg.num_ops, _loc(fs.code), gm.code)
+        log_graph.info(
+            "captured graph (%d ops) for %s:\n%s", seg.num_ops, code_location(fs.code), gm.code
+        )
         seg.compiled = ctx.backend(gm, list(out.input_values))
     elif nodes:
         seg.compiled = gm
-    log_guards.debug("guards for %s offset %d:\n%s", _loc(fs.code), fs.offset, out.guards)
+    log_guards.debug("guards for %s offset %d:\n%s", code_location(fs.code), fs.offset, out.guards)
     return seg
 
 
@@ -634,10 +522,4 @@ def _only_positional(code):
     )
 
 
-def _has_ctx_on_stack(tx):
-    from .capture.variables.objects import _CtxMethod
-
-    return any(isinstance(v, _CtxMethod) for v in tx.stack)
-
-
-__all__ = ["CaptureContext", "run_function", "current_context", "NULL", "TensorVar"]
+__all__ = ["Segment", "capturable", "run_function", "run_state"]

@@ -1,30 +1,29 @@
-"""Capture through the C frame hook (``eval_frame``): every user frame started inside a
-compiled region — including frames started by library code (module hooks, autograd
-Functions, callbacks) — runs through capture.
+"""The segment path entered through the C frame hook (``eval_frame``): every user frame
+started inside a compiled region — including frames started by library code (module hooks,
+autograd Functions, callbacks) — runs through capture. The bytecode path's fallback enters
+the segment path here too.
 
 On a cache miss the hook calls ``callback``; for user code it answers a *trampoline*: a code
 object with the original's argument layout, cells and free variables that calls
 ``_enter(original_code, args, closure)``, which runs the frame's segments
-(``convert_frame.run_state``). Segment guards stay in the segment cache, so the C entry's
-check function accepts everything, except while a frame must run as the original (the
-whole-frame eager fallback), which a thread-local flag announces.
+(``runner.run_state``). Segment guards stay in the segment cache, so the C entry's
+check function accepts everything.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
-import sys
 import threading
 import types
 
-from . import eval_frame as ef
-from .bytecode import Positions, create_instruction, make_code
-from .bytecode import builders as b
-from .capture.eager_step import FrameState
-from .capture.frame_codegen import RESUME_OF
-from .capture.runtime_values import NULL
-from .convert_frame import _is_user_code, current_context, run_state
+from .. import eval_frame as ef
+from ..bytecode import Positions, create_instruction, make_code
+from ..bytecode import builders as b
+from ..capture.eager_step import FrameState
+from ..capture.frame_codegen import RESUME_OF, arg_names
+from ..capture.runtime_values import NULL
+from ..capture_context import current_context, wants_frame
+from .runner import run_state
 
 _tls = threading.local()
 _trampolines: dict = {}
@@ -32,20 +31,14 @@ _ARG_FLAGS = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
 
 
 def _accept(f_locals) -> bool:
-    return not getattr(_tls, "bypass", False)
-
-
-def _arg_names(code):
-    n = code.co_argcount + code.co_kwonlyargcount
-    n += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
-    return code.co_varnames[:n]
+    return True
 
 
 def trampoline(code: types.CodeType) -> types.CodeType:
     hit = _trampolines.get(code)
     if hit is not None:
         return hit
-    names = _arg_names(code)
+    names = arg_names(code)
     cells = set(code.co_cellvars)
     loads = [b.load_deref(n) if n in cells else b.load_local(n) for n in names]
     body = [
@@ -90,7 +83,7 @@ def trampoline(code: types.CodeType) -> types.CodeType:
 
 def _enter(code, args, closure):
     ctx = current_context()
-    names = _arg_names(code)
+    names = arg_names(code)
     L = dict(zip(names, args))
     resume = RESUME_OF.get(code)
     if resume is not None:
@@ -121,85 +114,9 @@ def _enter_resume(ctx, code, resume, L, closure):
     return run_state(ctx, fs)
 
 
-_LIBRARY_ROOTS = set(sys.stdlib_module_names) | {
-    "torch",
-    "danlu",
-    "danlu_dynamo",
-    "danlu_primtorch",
-    "danlu_aotautograd",
-    "danlu_inductor",
-    "numpy",
-    "pytest",
-    "_pytest",
-    "pluggy",
-    "typing_extensions",
-    "sympy",
-    "triton",
-    "_distutils_hack",
-    "setuptools",
-    "pkg_resources",
-    "importlib_metadata",
-    "xdist",
-    "execnet",
-}
-
-
-def _wants(frame) -> bool:
-    """User code only: never the standard library, torch, danlu itself, or code generated
-    by them (namedtuple constructors, FX graph code), nor the set-up methods of dict
-    dataclasses (below)."""
-    code = frame.f_code
-    if not _is_user_code(code):
-        return False
-    mod = frame.f_globals.get("__name__") or ""
-    root = mod.partition(".")[0]
-    if root in _LIBRARY_ROOTS or mod.startswith("namedtuple_"):
-        return False
-    return not _sets_up_dict_dataclass(frame)
-
-
-# Methods that fill in or mutate an object rather than compute with it.
-_SET_UP_METHODS = frozenset(
-    {"__init__", "__post_init__", "__setattr__", "__setitem__", "__delattr__", "__delitem__"}
-)
-
-
-def _sets_up_dict_dataclass(frame) -> bool:
-    """A set-up method of a dict-subclass dataclass (transformers' ``ModelOutput``: the
-    dataclass-generated ``__init__``, ``__post_init__``, ``__setattr__``...) on an existing
-    instance. Traced code builds such objects in one step (``_model_output``) and never enters
-    these frames; the hook only sees them where the constructor runs in plain Python (the rest
-    of a frame after a break). Traced on their own they would break at every attribute store
-    on the real object and record no tensor operation, so they run as plain Python."""
-    code = frame.f_code
-    if code.co_name not in _SET_UP_METHODS or not code.co_argcount:
-        return False
-    try:
-        obj = frame.f_locals.get(code.co_varnames[0])
-    except Exception:
-        return False
-    cls = type(obj)
-    if not (isinstance(obj, dict) and dataclasses.is_dataclass(cls)):
-        return False
-    for klass in cls.__mro__:  # the method must be the instance's own (through its MRO)
-        fn = klass.__dict__.get(code.co_name)
-        if getattr(fn, "__code__", None) is code:
-            # Its comprehensions are frames of their own before 3.12 (PEP 709): plain too.
-            _skip_nested(code)
-            return True
-    return False
-
-
-def _skip_nested(code) -> None:
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            ef.mark_skip(c)
-            _skip_nested(c)
-
-
 def callback(frame, cache_size):
     code = frame.f_code
-    if not _wants(frame):
+    if not wants_frame(frame):
         ef.mark_skip(code)
         return None
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
