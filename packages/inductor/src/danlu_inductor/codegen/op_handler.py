@@ -44,9 +44,7 @@ FLOAT_MATH = (
     "exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan asin acos atan sinh cosh tanh "
     "asinh acosh atanh erf erfc lgamma"
 ).split() + ROUNDING
-# ops a target spells in SPELLING[name]: a format of the operands ({} or {0}, {1}) and {T},
-# the name of the type they are held in; or a dict by kind, "float32" (held in float32),
-# "float", "int" (bools included), most specific first
+# the ops each target spells in its SPELLING; the others are built here
 SPELLED_BINARY = (
     "floordiv truncdiv mod fmod pow maximum minimum fmax fmin atan2 hypot copysign nextafter "
     "lshift rshift"
@@ -57,6 +55,9 @@ SPELLED = frozenset(SPELLED_BINARY + SPELLED_UNARY)
 
 class OpHandler:
     TARGET = ""  # for errors: "C++", "Triton"
+    # op name -> a format of the operands ({} or {0}, {1}) and {T}, the name of the type they
+    # are held in; or a dict of such formats by kind: "float32" (held in float32), "float",
+    # "int" (bools too), looked up most specific first; no form for a dtype: NotImplementedError
     SPELLING: dict = {}
     AND = OR = ""  # bool and / or as infix operators
     NOT = ""  # bool negation, a format of one operand
