@@ -23,9 +23,10 @@ import torch
 
 from danlu_inductor.codegen.cpp import vertical
 from danlu_inductor.codegen.cpp.loops import loop_nest as _loop_nest
-from danlu_inductor.codegen.cpp.overrides import CppOverrides, CSEVar
+from danlu_inductor.codegen.cpp.overrides import CppOverrides
 from danlu_inductor.codegen.cpp.printer import STORAGE_CTYPE, cexpr, value_ctype
 from danlu_inductor.codegen.loop_order import memory_order
+from danlu_inductor.codegen.op_handler import CSEVar
 from danlu_inductor.ir.ops import V
 from danlu_inductor.ir.symbols import (
     FloorDiv,
