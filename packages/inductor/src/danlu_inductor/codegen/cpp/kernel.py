@@ -103,6 +103,7 @@ class CppKernel:
         for n in g.nodes:
             exprs += [simplify_index(e) for _, e, _ in g.reads_in_kernel(n)]
             exprs.append(simplify_index(g.write_in_kernel(n)))
+        self.accesses = exprs  # every load and store index, simplified (before merging dims)
         xsizes, xvars = as_exprs(g.xsizes), list(g.xvars)
         if not g.has_reduction:
             # walk the dims in the stored buffer's memory order (channels-last outputs)

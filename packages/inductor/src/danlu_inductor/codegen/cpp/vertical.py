@@ -27,13 +27,14 @@ import sympy
 
 from danlu_inductor.codegen.cpp.loops import loop_nest as _loop_nest
 from danlu_inductor.codegen.cpp.printer import cexpr
-from danlu_inductor.ir.symbols import is_static, product, simplify_index
+from danlu_inductor.ir.symbols import is_static, product
 
 MAX_INNER = 4096  # accumulator arrays live on the stack
 MIN_INNER = 8  # one vector
 # with no other kept dim for the threads to share, they take chunks of the vectorized one
 CHUNK = 64
 
+_IDENT = re.compile(r"[A-Za-z_]\w*")
 _DECL = re.compile(r"^(?:alignas\(\d+\) )?([A-Za-z_][\w:<>, ]*?) ([A-Za-z_]\w*) = (.*);$")
 # what makes an expression more than a literal: a value, a loop index, memory, a size
 _REFERENCE = re.compile(r"\b(tmp\d+|acc\d+\w*|idx\d+|v_\w+|res_\w+|[xr]\d+|\w*ptr\d+|s\d+)\b|\[")
@@ -59,18 +60,16 @@ def wanted(kernel) -> bool:
         return False
     xi, ri = kernel.xvars[-1], kernel.rvars[-1]
     along_x = False
-    for n in g.nodes:
-        indices = [e for _, e, _ in g.reads_in_kernel(n)] + [g.write_in_kernel(n)]
-        for e in kernel._final([simplify_index(e) for e in indices]):
-            e = sympy.expand(sympy.sympify(e))
-            if ri not in e.free_symbols:
-                continue
-            cx, cr = sympy.diff(e, xi), sympy.diff(e, ri)
-            if not (cx.is_Integer and cr.is_Integer):
-                return False
-            if cr == 1:
-                return False  # the reduction already walks memory in order
-            along_x |= cx == 1
+    for e in kernel._final(kernel.accesses):
+        e = sympy.expand(sympy.sympify(e))
+        if ri not in e.free_symbols:
+            continue
+        cx, cr = sympy.diff(e, xi), sympy.diff(e, ri)
+        if not (cx.is_Integer and cr.is_Integer):
+            return False
+        if cr == 1:
+            return False  # the reduction already walks memory in order
+        along_x |= cx == 1
     return along_x
 
 
@@ -114,6 +113,7 @@ def body(kernel, items, lo="0", hi=None) -> list[str]:
     # values declared in one kept-dim segment and read in another: one per index, in arrays;
     # literals stay scalars before everything
     prefix, arrays = [], {}
+    names_in = [set(_IDENT.findall("\n".join(lines))) for _, lines in segments]
     for k, (kind, lines) in enumerate(segments):
         if kind != "x":
             continue
@@ -124,11 +124,7 @@ def body(kernel, items, lo="0", hi=None) -> list[str]:
                 prefix.append(line)
                 continue
             kept.append(line)
-            if m and any(
-                re.search(rf"\b{m.group(2)}\b", "\n".join(other))
-                for j, (_, other) in enumerate(segments)
-                if j != k
-            ):
+            if m and any(m.group(2) in names for j, names in enumerate(names_in) if j != k):
                 arrays[m.group(2)] = m.group(1)
         lines[:] = kept
     prefix += [f"alignas(64) {ctype} {name}_v[{size}];" for name, ctype in arrays.items()]
