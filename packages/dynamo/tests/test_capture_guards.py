@@ -5,7 +5,7 @@ import logging
 import torch
 
 import danlu_dynamo
-from danlu_dynamo.bytecode_path import RECOMPILE_LIMIT
+from danlu_dynamo import config
 
 
 def _count_graphs():
@@ -120,9 +120,9 @@ def test_recompile_limit_falls_back_to_eager(caplog):
     opt = danlu_dynamo.optimize(be)(lambda x, k: x + k)
     x = torch.randn(2)
     with caplog.at_level(logging.WARNING, logger="danlu_dynamo.recompiles"):
-        for k in range(RECOMPILE_LIMIT + 4):  # floats are guarded by value: one entry each
+        for k in range(config.recompile_limit + 4):  # floats are guarded by value: one entry each
             assert torch.equal(opt(x, k + 0.5), x + (k + 0.5))
-    assert len(graphs) == RECOMPILE_LIMIT
+    assert len(graphs) == config.recompile_limit
     assert any("recompile limit" in r.getMessage() for r in caplog.records)
 
 

@@ -90,23 +90,13 @@ def _report_at_exit() -> None:
 
 
 def apply_recompile_limit(limit: int) -> None:
-    """Hand `recompile_limit` to danlu-dynamo, which has no setting for it yet: the per-context
-    limit of its frame-hook path, the per-offset limit of its segment path, and a C cache large
-    enough to hold that many entries per code object."""
-    import importlib
-
+    """Hand `recompile_limit` to danlu-dynamo (both of its capture paths read
+    `danlu_dynamo.config.recompile_limit`), with a C cache large enough to hold that many
+    entries per code object."""
     from danlu_dynamo import config as dynamo_config
     from danlu_dynamo import eval_frame
 
-    if hasattr(dynamo_config, "recompile_limit"):
-        dynamo_config.recompile_limit = limit
-    for name in ("danlu_dynamo.bytecode_path", "danlu_dynamo.segments.runner"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        if hasattr(module, "RECOMPILE_LIMIT"):
-            module.RECOMPILE_LIMIT = limit
+    dynamo_config.recompile_limit = limit
     if eval_frame.get_cache_limit() < limit:
         eval_frame.set_cache_limit(limit)
     _applied_limit[0] = limit

@@ -20,13 +20,13 @@ such frames is in its docstring). ``explain`` lists each such frame under "segme
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 import types
 
 import torch
 
+from . import config
 from . import eval_frame as ef
 from .capture.exc import GraphBreakError, Unsupported
 from .capture.frame_codegen import (
@@ -42,7 +42,15 @@ from .capture.source import FrameValues
 from .capture.translator import BreakAt, instructions_of, root_translator
 from .capture.variables.base import NullVar
 from .capture.variables.contexts import with_block_open
-from .capture_context import GraphBreak, code_location, current_context, thread_state, wants_frame
+from .capture_context import (
+    MAX_RESTARTS,
+    SKIP_CODE_FLAGS,
+    GraphBreak,
+    code_location,
+    current_context,
+    thread_state,
+    wants_frame,
+)
 from .segments.hook_entry import callback as segment_callback
 
 log = logging.getLogger("danlu_dynamo")
@@ -51,11 +59,8 @@ log_recompiles = logging.getLogger("danlu_dynamo.recompiles")
 log_guards = logging.getLogger("danlu_dynamo.guards")
 log_graph = logging.getLogger("danlu_dynamo.graph")
 
-MAX_RESTARTS = 16
-RECOMPILE_LIMIT = 8  # entries per code object and optimize() context
 # Entries per code object in the C cache, over all contexts (ef.set_cache_limit).
 HOOK_CACHE_LIMIT = 64
-_SKIP_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class CompiledEntry:
@@ -81,7 +86,7 @@ class _SegmentPath(Exception):
 
 def callback(frame, cache_size):
     code = frame.f_code
-    if code.co_flags & _SKIP_FLAGS or not (code in RESUME_OF or wants_frame(frame)):
+    if code.co_flags & SKIP_CODE_FLAGS or not (code in RESUME_OF or wants_frame(frame)):
         ef.mark_skip(code)
         return None
     ctx = current_context()
@@ -121,7 +126,7 @@ def compile_frame(ctx, frame, cache_size):
     # The C cache is per code object and shared by every optimize() context (each entry's
     # check starts with "is my context the active one"); the recompile limit is per context.
     n = ctx.entry_counts.get(frame_code, 0)
-    if n >= RECOMPILE_LIMIT:
+    if n >= config.recompile_limit:
         return _run_original(ctx, frame_code, original)
     ctx.entry_counts[frame_code] = n + 1
     failed = _failed_guard(ctx, frame, original, start) if n else None
@@ -231,7 +236,7 @@ def _run_original(ctx, frame_code, original):
     log_recompiles.warning(
         "%s hit the recompile limit (%d); it now runs eagerly",
         code_location(original),
-        RECOMPILE_LIMIT,
+        config.recompile_limit,
     )
     ctx.eager_reasons.append(f"{code_location(original)}: recompile limit reached")
 

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import inspect
 import os
 import sys
 import threading
 import types
 
 from . import eval_frame as ef
+
+# Times a frame's trace may start over (a graph break found late, a value to specialise on).
+MAX_RESTARTS = 16
+# Frames neither path captures: generators and coroutines run as they are.
+SKIP_CODE_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class CaptureContext:

@@ -12,6 +12,10 @@ import os as _os
 #   (``segments/``, whose docstring says why it stays).
 capture_path = _os.environ.get("DANLU_DYNAMO_CAPTURE_PATH", "bytecode")
 
+# Graphs compiled for one code object in one optimize() context (bytecode path), or for one
+# bytecode offset of a frame (segment path), before it runs eagerly; `danlu.config` sets it.
+recompile_limit = 8
+
 # Segment path only: enter capture through the C frame hook (a trampoline per code object)
 # instead of only through the optimize wrapper.
 use_frame_hook = _os.environ.get("DANLU_DYNAMO_FRAME_HOOK", "0") == "1"

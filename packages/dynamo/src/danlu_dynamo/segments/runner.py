@@ -16,24 +16,28 @@ import types
 
 import torch
 
-from .. import eval_frame
+from .. import config, eval_frame
 from ..capture.eager_step import FrameState, Returned, in_try_region, step
 from ..capture.exc import GraphBreakError, Unsupported
 from ..capture.module_hooks import no_global_hooks, plain
 from ..capture.output_graph import OutputGraph, Rebuilder, compile_source
 from ..capture.translator import BreakAt, root_translator
 from ..capture.variables.contexts import with_block_open
-from ..capture_context import CaptureContext, GraphBreak, code_location, is_user_code, thread_state
+from ..capture_context import (
+    MAX_RESTARTS,
+    SKIP_CODE_FLAGS,
+    CaptureContext,
+    GraphBreak,
+    code_location,
+    is_user_code,
+    thread_state,
+)
 
 log = logging.getLogger("danlu_dynamo")
 log_breaks = logging.getLogger("danlu_dynamo.graph_breaks")
 log_recompiles = logging.getLogger("danlu_dynamo.recompiles")
 log_guards = logging.getLogger("danlu_dynamo.guards")
 log_graph = logging.getLogger("danlu_dynamo.graph")
-
-RECOMPILE_LIMIT = 8
-MAX_RESTARTS = 16
-_SKIP_CO_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class _RunCtx:
@@ -103,7 +107,7 @@ class CodeCache:
 def run_function(ctx: CaptureContext, fn, args, kwargs):
     """Call ``fn(*args, **kwargs)`` through capture."""
     code = fn.__code__
-    if code.co_flags & _SKIP_CO_FLAGS or not is_user_code(code):
+    if code.co_flags & SKIP_CODE_FLAGS or not is_user_code(code):
         return fn(*args, **kwargs)
     simple = _simple_positional(code)
     if simple is not None and not kwargs and len(args) == len(simple):
@@ -291,13 +295,13 @@ def capturable(fn):
 
 def _compile(ctx: CaptureContext, cache: CodeCache, fs: FrameState):
     n_entries = len(cache.entries.get(fs.offset, ()))
-    if n_entries >= RECOMPILE_LIMIT:
+    if n_entries >= config.recompile_limit:
         log_recompiles.warning(
             "%s:%s offset %d hit the recompile limit (%d); running eagerly",
             fs.code.co_filename,
             fs.code.co_firstlineno,
             fs.offset,
-            RECOMPILE_LIMIT,
+            config.recompile_limit,
         )
         cache.failed.add(fs.offset)
         ctx.eager_reasons.append(f"{code_location(fs.code)}: recompile limit reached")
