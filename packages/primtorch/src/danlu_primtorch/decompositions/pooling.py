@@ -2,11 +2,14 @@
 
 Every pool is a windowed gather: for each spatial dim an index table ``idx[o, k]`` (output
 position o, window offset k) and a validity mask; one ``index_select`` per dim reads all windows
-as ``[..., O1, .., On, K1*..*Kn]`` and a reduction finishes it. Backward ops scatter-add the
-gradient through the same tables.
+as ``[..., O1, .., On, K1*..*Kn]`` and a reduction finishes it. Average pooling's backward scatter-adds the gradient
+through the same tables; max pooling's gathers, per input position, the gradients of the few
+windows it can lie in (a scatter when there are too many).
 """
 
 from __future__ import annotations
+
+import itertools
 
 import torch
 
@@ -169,18 +172,97 @@ def _scatter_to_input(grad, indices, input, n):
     return aten.view.default(out, list(input.shape))
 
 
+# most windows one input position can fall in, summed over as gathers (a 3x3 stride-2 pool:
+# 2x2 = 4); beyond it the backward scatters instead
+_GATHER_MAX_WINDOWS = 16
+
+
+def _windows_per_position(n, kernel_size, stride, dilation):
+    k = _tuple(kernel_size, n)
+    s = _tuple(stride, n, k)
+    d = _tuple(dilation, n)
+    # output positions o whose window o*s - p + j*d (j < k) can hold a given input position
+    return [((k[i] - 1) * d[i]) // s[i] + 1 for i in range(n)]
+
+
+def _gather_from_windows(grad, indices, input, n, kernel_size, stride, padding, dilation):
+    """grad_input at each input position: the sum of the gradients of the windows whose
+    maximum it was. Input position h can only be in windows o = (h + p) // s - a for
+    a < ``_windows_per_position``; each candidate gathers that window's gradient and index
+    and counts where the index is h. One pointwise computation with no scatter (the result
+    takes whatever layout its users want, no atomics, no zero-filled buffer), summed in
+    float32 in ascending window order per dim, as eager's kernels do."""
+    k = _tuple(kernel_size, n)
+    s = _tuple(stride, n, k)
+    p = _tuple(padding, n)
+    counts = _windows_per_position(n, kernel_size, stride, dilation)
+    lead = input.dim() - n
+    sizes = list(input.shape[lead:])
+    outs = list(grad.shape[lead:])
+    # per dim i and candidate a: the window index table [S_i] and where it exists
+    tables = []
+    for i in range(n):
+        h = iota(sizes[i], input)
+        base = aten.div.Tensor_mode(aten.add.Tensor(h, p[i]), s[i], rounding_mode="floor")
+        per = []
+        for a in reversed(range(counts[i])):  # ascending window index
+            o = aten.sub.Tensor(base, a)
+            ok = aten.logical_and.default(aten.ge.Scalar(o, 0), aten.lt.Scalar(o, outs[i]))
+            per.append((where(ok, o, 0), ok))
+        tables.append(per)
+    # flat plane position of each input position, [S_1, .., S_n]
+    flat, mult = None, 1
+    for i in reversed(range(n)):
+        shape = [1] * n
+        shape[i] = sizes[i]
+        term = aten.view.default(aten.mul.Tensor(iota(sizes[i], input), mult), shape)
+        flat = term if flat is None else aten.add.Tensor(flat, term)
+        mult = mult * sizes[i]
+    acc = torch.float32 if grad.dtype in (torch.float16, torch.bfloat16) else grad.dtype
+    total = None
+    for combo in itertools.product(*[range(c) for c in counts]):
+        g, ix, ok = grad, indices, None
+        for i, a in enumerate(combo):
+            o, valid = tables[i][a]
+            g = aten.index_select.default(g, lead + i, o)
+            ix = aten.index_select.default(ix, lead + i, o)
+            shape = [1] * n
+            shape[i] = sizes[i]
+            valid = aten.view.default(valid, shape)
+            ok = valid if ok is None else aten.logical_and.default(ok, valid)
+        hit = aten.logical_and.default(aten.eq.Tensor(ix, flat), ok)
+        term = where(hit, to_dtype(g, acc), 0.0)
+        total = term if total is None else aten.add.Tensor(total, term)
+    return to_dtype(total, grad.dtype)
+
+
+def _max_pool_backward(grad, input, kernel_size, stride, padding, dilation, indices, n):
+    windows = 1
+    for c in _windows_per_position(n, kernel_size, stride, dilation):
+        windows *= c
+    if windows > _GATHER_MAX_WINDOWS:
+        out = _scatter_to_input(grad, indices, input, n)
+    else:
+        out = _gather_from_windows(grad, indices, input, n, kernel_size, stride, padding, dilation)
+    # eager lays the gradient out as the input is (channels-last in, channels-last out)
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(input.dim())
+    if fmt is not None and not input.is_contiguous() and input.is_contiguous(memory_format=fmt):
+        out = aten.clone.default(out, memory_format=fmt)
+    return out
+
+
 @register(aten.max_pool2d_with_indices_backward.default)
 def max_pool2d_with_indices_backward(
     grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices
 ):
-    return _scatter_to_input(grad_output, indices, self, 2)
+    return _max_pool_backward(grad_output, self, kernel_size, stride, padding, dilation, indices, 2)
 
 
 @register(aten.max_pool3d_with_indices_backward.default)
 def max_pool3d_with_indices_backward(
     grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices
 ):
-    return _scatter_to_input(grad_output, indices, self, 3)
+    return _max_pool_backward(grad_output, self, kernel_size, stride, padding, dilation, indices, 3)
 
 
 def _avg_divisor(x, n, k, s, p, ceil_mode, count_include_pad, divisor_override, w):
