@@ -69,4 +69,10 @@ def test_kernel_kinds_cover_the_plan(interpreted):
     kinds = set()
     for name in CASES:
         kinds |= set(interpreted[name].get("kinds", []))
-    assert kinds == {"pointwise", "pointwise_2d", "persistent_reduction", "reduction"}
+    assert kinds == {
+        "pointwise",
+        "pointwise_2d",
+        "persistent_reduction",
+        "reduction",
+        "outer_reduction",
+    }

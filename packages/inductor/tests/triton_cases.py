@@ -47,6 +47,12 @@ def _nll_grad(target, scale, total, classes):
     return torch.where(hit, -(weight * (scale / total)), 0.0)
 
 
+def _max_pool_backward_inputs():
+    x = torch.randn(2, 5, 15, 12).relu().to(memory_format=torch.channels_last)
+    out, idx = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+    return [torch.randn_like(out), x, idx]
+
+
 def _log_softmax_grad(logp, g):
     return g - logp.exp() * g.sum(-1, keepdim=True)
 
@@ -58,6 +64,15 @@ CASES = {
     "max_pool_indices": (
         lambda x: F.max_pool2d(torch.relu(x), 3, 2, 1, return_indices=True),
         lambda: [torch.randn(2, 3, 15, 12)],
+        {"pointwise"},
+    ),
+    # its backward gathers, per input position, the gradients of the windows it can lie in:
+    # one pointwise kernel, no scatter (channels-last gradient, ties from the ReLU)
+    "max_pool_backward_gather": (
+        lambda g, x, i: torch.ops.aten.max_pool2d_with_indices_backward(
+            g, x, [3, 3], [2, 2], [1, 1], [1, 1], False, i
+        ),
+        _max_pool_backward_inputs,
         {"pointwise"},
     ),
     "pointwise_chain": (_gelu_chain, lambda: [torch.randn(128, 65)], {"pointwise"}),
@@ -103,21 +118,28 @@ CASES = {
         ],
         {"pointwise"},
     ),
+    # batch-norm statistics of a channels-last activation: per channel over (N, H, W), the
+    # channel contiguous; ragged sizes so the outer blocks have partial rows and columns
+    "channels_last_batch_stats": (
+        lambda x: (x.mean([0, 2, 3]), (x * x).sum([0, 2, 3]), x.var([0, 2, 3])),
+        lambda: [torch.randn(4, 37, 9, 11).to(memory_format=torch.channels_last)],
+        {"outer_reduction"},
+    ),
     # few outputs, long reduced extent: two-stage (split) reductions
     "split_sum_outer": (
         lambda x: (x * 2).sum(0),
         lambda: [torch.randn(4096, 96)],
-        {"persistent_reduction"},
+        {"outer_reduction"},
     ),
     "split_bias_and_norm_grads": (
         lambda g, x: (g.sum([0, 1]), (g * x).sum([0, 1]), x.amax([0, 1])),
         lambda: [torch.randn(8, 512, 48), torch.randn(8, 512, 48)],
-        {"persistent_reduction"},
+        {"outer_reduction"},
     ),
     "split_sum_bf16": (
         lambda x: x.sum(0),
         lambda: [torch.randn(6144, 40).to(torch.bfloat16)],
-        {"persistent_reduction"},
+        {"outer_reduction"},
     ),
     # a cheap shared value (a loss gradient from per-row loads) feeds a reduction and a
     # pointwise kernel: recomputed in both, never stored at full size
@@ -172,7 +194,8 @@ CASES = {
         {"pointwise"},
     ),
     "sum_last": (lambda x: x.sum(-1), lambda: [torch.randn(1000, 37)], {"persistent_reduction"}),
-    "sum_nonlast": (lambda x: x.sum(0), lambda: [torch.randn(37, 50)], {"persistent_reduction"}),
+    # a column sum reads along x: an outer reduction (many columns per program)
+    "sum_nonlast": (lambda x: x.sum(0), lambda: [torch.randn(37, 50)], {"outer_reduction"}),
     "sum_all_looped": (lambda x: x.sum(), lambda: [torch.randn(71, 91)], {"reduction"}),
     "max_nan_last": (lambda x: x.amax(-1), lambda: [_nan_rows((6, 30))], {"persistent_reduction"}),
     "max_nan_nonlast": (lambda x: x.amax(0), lambda: [_nan_rows((30, 6))], set()),

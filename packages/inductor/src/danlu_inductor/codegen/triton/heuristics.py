@@ -41,6 +41,12 @@ def heuristic_config(kind: str, xnumel: int, rnumel: int) -> Config:
         rb = next_power_of_2(max(rnumel, 1))
         xb = max(1, min(next_power_of_2(max(xnumel, 1)), 4096 // rb, 64))
         return Config(xb, rb, _warps(xb * rb))
+    if kind == "outer_reduction":
+        # consecutive lanes take consecutive x indices (the contiguous dim): 64 of them, each
+        # stepping through R 16 at a time
+        xb = min(64, next_power_of_2(max(xnumel, 1)))
+        rb = min(16, next_power_of_2(max(rnumel, 1)))
+        return Config(xb, rb, 4 if xb * rb >= 512 else 2)
     rb = min(2048, next_power_of_2(max(rnumel, 1)))
     return Config(1, rb, _warps(rb))
 
@@ -64,6 +70,10 @@ def candidate_configs(kind: str, xnumel: int, rnumel: int) -> list[Config]:
             xb = max(1, min(xb, xcap))
             for w in (_warps(xb * rb), 8 if xb * rb >= 2048 else 2):
                 cands.append(Config(xb, rb, w))
+    elif kind == "outer_reduction":
+        rcap = next_power_of_2(max(rnumel, 1))
+        for xb, rb, w in ((128, 8, 4), (32, 32, 4), (64, 8, 8), (256, 4, 8), (16, 64, 4)):
+            cands.append(Config(max(1, min(xb, xcap)), min(rb, rcap), w))
     else:
         rcap = next_power_of_2(max(rnumel, 1))
         # (32, 64): many rows per program, for reductions over a strided dim (column sums

@@ -4,7 +4,10 @@ Pointwise groups flatten their outer space X into one axis of ``XBLOCK`` lanes p
 Reduction groups are 2-D blocks ``[XBLOCK, RBLOCK]``: rows are outer indices, columns walk
 the reduction space R. A reduction is *persistent* (all of R in one block, RBLOCK = next
 power of two >= rnumel) when rnumel <= ``PERSISTENT_MAX_RNUMEL``, else *looped* (one loop
-over R per phase, per-lane accumulators combined after the loop).
+over R per phase, per-lane accumulators combined after the loop). A reduction whose reads are
+contiguous along x and strided along R (``reads_along_x``) always loops, as an
+*outer* reduction: many rows per program and a short R step, so lanes next to each other read
+memory next to each other.
 
 Values computed in the kernel are never re-read from memory inside it (another lane may own
 the element): a later phase of a looped reduction recomputes what it needs from its loads.
@@ -18,7 +21,7 @@ import re
 import sympy
 import torch
 
-from danlu_inductor.codegen.loop_order import memory_order
+from danlu_inductor.codegen.loop_order import memory_order, reads_along_x
 from danlu_inductor.codegen.triton.overrides import TritonOverrides, TVar
 from danlu_inductor.codegen.triton.printer import (
     SIGNATURE_TYPE,
@@ -92,8 +95,16 @@ class TritonKernel:
         self.xnumel = _prod(self.xsizes)
         self.rnumel = _prod(self.rsizes)
         self.is_reduction = group.has_reduction
+        # reads contiguous along x (channels-last statistics, column sums): a looped block of
+        # many rows and a short R step, whatever the length of R
+        self.outer = (
+            self.is_reduction
+            and not self.symbolic
+            and reads_along_x(group, group.xvars, self.xsizes)
+        )
         self.persistent = (
             self.is_reduction
+            and not self.outer
             and is_static(self.rnumel)
             and int(self.rnumel) <= PERSISTENT_MAX_RNUMEL
         )
@@ -114,7 +125,13 @@ class TritonKernel:
         elif not self.is_reduction:
             self.kind = "pointwise"
         else:
-            self.kind = "persistent_reduction" if self.persistent else "reduction"
+            self.kind = (
+                "persistent_reduction"
+                if self.persistent
+                else "outer_reduction"
+                if self.outer
+                else "reduction"
+            )
         self.params: dict[str, str] = {}
         self.param_out: dict[str, bool] = {}
         self.uses_err = False
