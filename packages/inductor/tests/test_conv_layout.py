@@ -65,10 +65,10 @@ def test_which_graphs_take_it(no_setting, monkeypatch):
     mkldnn = torch.backends.mkldnn.is_available()
     assert wants_channels_last(small_weights, CPU) == mkldnn
     assert not wants_channels_last(big_weights, CPU)
-    # CUDA: inference graphs only (the decision needs no GPU)
+    # CUDA: inference and training graphs (the decision needs no GPU); the CPU: inference
     assert wants_channels_last(big_weights, CUDA)
     small_weights.meta["saved_for_backward_from"] = 2  # a training step's forward
-    assert not wants_channels_last(small_weights, CUDA)
+    assert wants_channels_last(small_weights, CUDA)
     assert not wants_channels_last(small_weights, CPU)
     no_convs = aten_graph(lambda x: x.relu() + 1, torch.randn(2, 3, 4, 4))
     assert not wants_channels_last(no_convs, CPU) and not wants_channels_last(no_convs, CUDA)

@@ -16,9 +16,9 @@ convolutions therefore keeps its image-shaped values channels-last ("layout choi
   values saved for the backward take the layout chosen here, and the backward is compiled
   for it (``CompiledGraph.output_strides``, read by danlu_aotautograd).
 
-On by default for inference graphs (``_inference_graph``): on CUDA (cuDNN) always, on the
-CPU (oneDNN) where the convolutions' weights are smaller than their activations
-(``_weights_smaller_than_activations``). ``DANLU_CONV_CHANNELS_LAST=1`` forces it on for every graph
+On by default on CUDA (cuDNN), for inference and training graphs; on the CPU (oneDNN) for
+inference graphs (``_inference_graph``) whose convolutions' weights are smaller than their
+activations (``_weights_smaller_than_activations``). ``DANLU_CONV_CHANNELS_LAST=1`` forces it on for every graph
 with 2-D convolutions, ``=0`` off. Graphs with symbolic sizes keep the trace's layouts.
 """
 
@@ -76,15 +76,16 @@ def wants_channels_last(gm: fx.GraphModule, device: torch.device) -> bool:
     if device.type == "cpu":
         mkldnn = torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
         return mkldnn and _inference_graph(gm) and _weights_smaller_than_activations(gm)
-    return device.type == "cuda" and _inference_graph(gm)
+    return device.type == "cuda"
 
 
 def _inference_graph(gm: fx.GraphModule) -> bool:
     """Neither a training step's forward (it saves values for a backward) nor a backward.
-    Only these take the choice by default. Training graphs lose with it: their per-channel
-    normalization statistics and gradients reduce over a strided dim (H200, ResNet-50 b64:
-    0.98x of eager channels-last vs 1.09x NCHW; inference 1.42x vs 1.32x), and on the CPU
-    MobileViT-style training fell to 0.69x of eager from 0.88x (MobileNetV3 gained 5%)."""
+    On the CPU only these take the choice by default: MobileViT-style training fell to 0.69x
+    of eager from 0.88x with it (MobileNetV3 gained 5%). On CUDA training graphs take it too
+    since their per-channel statistics, which reduce over a strided dim in channels-last,
+    run as outer reductions (H200, bf16, training: ResNet-50 0.91x -> 1.05x of eager,
+    ConvNeXt-T 1.09x -> 1.29x, the NCHW <-> NHWC conversions around cuDNN gone)."""
     if gm.meta.get("saved_for_backward_from") is not None:
         return False
     return not any(n.target is CONV_OPS[1] for n in gm.graph.nodes)
