@@ -200,3 +200,27 @@ def test_min_cut_reports_the_memory_it_saves_against_the_default_partition():
     assert min_cut.memory_saved_bytes == default_bytes - kept > 0
     assert f"{min_cut.memory_saved_bytes} bytes fewer kept for backward" in min_cut.report()
     assert default.memory_saved_bytes is None
+
+
+def test_partition_report_survives_a_backend_rewriting_the_forward():
+    # backends run their passes on the forward graph they are handed; the report lists the
+    # saved values as they were when the partition was made
+    def fn(x):
+        return (torch.sin(torch.cos(x)) * 3).sum()
+
+    def renaming_backend(gm, example_inputs):
+        for n in gm.graph.nodes:
+            if n.op == "call_function":
+                n.name = f"{n.name}_rewritten"
+        gm.recompile()
+        return da.run_graph(gm, example_inputs)
+
+    compiled = da.aot_function(fn, renaming_backend, partition_fn=da.default_partition)
+    x = torch.randn(16, requires_grad=True)
+    compiled(x).backward()
+    (program,) = compiled.compiled
+    text = program.partition.report()
+    assert program.partition.saved and all(
+        f"  {name}: " in text for name in program.partition.saved
+    ), text
+    assert "(16,)" in text

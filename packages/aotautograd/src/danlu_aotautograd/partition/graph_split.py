@@ -131,6 +131,9 @@ class Partition:
     saved_input_bytes: int  # of which: inputs (already alive outside, so no extra memory)
     method: str
     details: dict = field(default_factory=dict)
+    # one line per saved value, written when the partition is made: the forward graph is
+    # handed to a backend afterwards, whose passes may rewrite or rename its nodes
+    saved_lines: list[str] = field(default_factory=list)
 
     @property
     def memory_saved_bytes(self) -> int | None:
@@ -153,15 +156,16 @@ class Partition:
                 f"  the default partition would save {baseline} bytes not counting inputs: "
                 f"{self.memory_saved_bytes} bytes fewer kept for backward"
             )
-        for name in self.saved:
-            node = next(n for n in self.forward.graph.nodes if n.name == name)
-            val = node.meta.get("val")
-            if isinstance(val, _SYM_TYPES):
-                lines.append(f"  {name}: {type(val).__name__} {val}")
-                continue
-            shape = tuple(val.shape) if isinstance(val, ShadowTensor) else "?"
-            lines.append(f"  {name}: {shape} {getattr(val, 'dtype', '')} {node_bytes(node)} B")
+        lines += [f"  {line}" for line in self.saved_lines]
         return "\n".join(lines)
+
+
+def _saved_line(node: fx.Node) -> str:
+    val = node.meta.get("val")
+    if isinstance(val, _SYM_TYPES):
+        return f"{node.name}: {type(val).__name__} {val}"
+    shape = tuple(val.shape) if isinstance(val, ShadowTensor) else "?"
+    return f"{node.name}: {shape} {getattr(val, 'dtype', '')} {node_bytes(node)} B"
 
 
 def build_partition(
@@ -188,6 +192,7 @@ def build_partition(
         saved_input_bytes=sum(node_bytes(n) for n in saved if n in primal_set),
         method=method,
         details=details,
+        saved_lines=[_saved_line(n) for n in saved],
     )
 
 
