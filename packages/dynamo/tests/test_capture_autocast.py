@@ -164,3 +164,34 @@ def test_op_that_fails_under_autocast_too_still_breaks_the_graph():
         f(x, w)
     with pytest.raises(RuntimeError):
         opt(x, w)
+
+
+def _cuda_autocast(enabled: bool):
+    # the CUDA autocast state can be switched on without a GPU: the probe never computes
+    torch._C.set_autocast_enabled("cuda", enabled)
+    torch._C.set_autocast_dtype("cuda", torch.bfloat16)
+
+
+def test_probe_of_an_op_that_makes_tensors_inside():
+    # attention's math path and other composites make tensors (a causal mask) with the
+    # probe's device: they are probes too, not real tensors mixed with meta ones
+    from danlu_dynamo.capture.autocast_probe import _Probe, probe_dtypes
+
+    def composite(x):
+        return x + torch.ones(x.shape, dtype=torch.bool, device=x.device).tril().to(x.dtype)
+
+    def probe(*shape, dt=torch.float32, device="cpu"):
+        return _Probe(torch.empty(*shape, dtype=dt, device="meta"), torch.device(device))
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert probe_dtypes(composite, (probe(4, 4),), {}) == [torch.float32]
+    bf16 = [probe(2, 4, 32, 16, dt=torch.bfloat16, device="cuda") for _ in range(3)]
+    _cuda_autocast(True)
+    try:
+        for kw in ({"is_causal": True}, {"attn_mask": probe(2, 1, 32, 32, dt=torch.bool)}):
+            got = probe_dtypes(F.scaled_dot_product_attention, bf16, kw)
+            assert got == [torch.bfloat16], kw
+        lin = probe_dtypes(F.linear, (probe(4, 16, device="cuda"), probe(8, 16, device="cuda")), {})
+        assert lin == [torch.bfloat16]
+    finally:
+        _cuda_autocast(False)

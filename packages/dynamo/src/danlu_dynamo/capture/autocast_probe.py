@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .exc import Unsupported
 
@@ -45,6 +46,9 @@ class _Probe(torch.Tensor):
             if isinstance(x, _Probe):
                 device = x.probe_device
                 return x.meta
+            if isinstance(x, torch.Tensor) and x.device.type != "meta":
+                # a real tensor beside the probes (a constant): only its dtype and shape count
+                return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
             if isinstance(x, torch.device):
                 return torch.device("meta")
             return x
@@ -53,6 +57,27 @@ class _Probe(torch.Tensor):
         if "device" in k:
             k["device"] = torch.device("meta")
         out = func(*a, **k)
+        return pytree.tree_map(
+            lambda t: _Probe(t, device) if isinstance(t, torch.Tensor) else t, out
+        )
+
+
+class _ProbeFactories(TorchDispatchMode):
+    """While probing: ops that make tensors from nothing (``ones``/``empty`` inside a
+    composite such as attention's math path, with the probe's device) make probes too,
+    instead of real tensors a later op would mix with the probes' meta tensors. The device
+    has no memory here (the CPU build has no CUDA kernels at all)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        leaves = pytree.tree_leaves((args, kwargs))
+        if any(isinstance(x, _Probe) for x in leaves):
+            return _Probe.__torch_dispatch__(func, types, args, kwargs)
+        device = kwargs.get("device")
+        if device is None or any(isinstance(x, torch.Tensor) for x in leaves):
+            return func(*args, **kwargs)
+        out = func(*args, **{**kwargs, "device": torch.device("meta")})
+        device = torch.device(device)
         return pytree.tree_map(
             lambda t: _Probe(t, device) if isinstance(t, torch.Tensor) else t, out
         )
@@ -108,7 +133,8 @@ def probe_dtypes(fn, args, kwargs):
 
     try:
         p_args, p_kwargs = pytree.tree_map(probe, (args, kwargs))
-        out = fn(*p_args, **p_kwargs)
+        with _ProbeFactories():
+            out = fn(*p_args, **p_kwargs)
     except Unsupported:
         raise
     except Exception as e:
