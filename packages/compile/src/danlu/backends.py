@@ -5,17 +5,21 @@ Built in: "eager" (capture only), "aot_eager" (capture + ahead-of-time autograd,
 as they are) and "inductor" (capture + aotautograd + danlu-inductor's generated kernels).
 Other packages add backends with `register_backend` or through the `danlu.backends` entry-point
 group (each entry point names a backend callable, or a factory taking `mode` and `options`).
+The names live in danlu-dynamo's registry (`danlu_dynamo.backends`), the one registry of the
+packages: danlu's backends replace its plain "eager" there; this module checks modes and
+options and loads the entry points before it looks a name up.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import os
 import time
-from collections.abc import Callable
 from importlib.metadata import entry_points
+
+from danlu_dynamo import backends as _registry
+from danlu_dynamo.backends import Backend, register_backend
 
 from .debug import graph_table
 from .inductor_options import check_mode
@@ -23,34 +27,19 @@ from .logs import fallbacks_log, graph_log, output_code_log
 from .progress import phase
 from .stats import CompileStats, active_graph
 
-Backend = Callable[..., Callable]
-_REGISTRY: dict[str, Callable[..., Backend]] = {}
-
-
-def register_backend(name: str, factory: Callable[..., Backend] | None = None):
-    """Register `factory(mode=None, options=None) -> backend` under `name` (usable as decorator).
-
-    A plain backend (a callable taking `(gm, example_inputs)`) may be registered directly.
-    """
-
-    def add(fn):
-        params = list(inspect.signature(fn).parameters)
-        _REGISTRY[name] = fn if "mode" in params else (lambda mode=None, options=None: fn)
-        return fn
-
-    return add(factory) if factory is not None else add
+__all__ = ["Backend", "list_backends", "lookup_backend", "register_backend"]
 
 
 def _load_entry_points() -> None:
     for ep in entry_points(group="danlu.backends"):
-        if ep.name not in _REGISTRY:
+        if not _registry.is_registered(ep.name):
             register_backend(ep.name, ep.load())
 
 
 def list_backends() -> list[str]:
     """Names of every registered backend."""
     _load_entry_points()
-    return sorted(_REGISTRY)
+    return _registry.registered_names()
 
 
 def lookup_backend(backend, mode=None, options=None) -> Backend:
@@ -63,13 +52,13 @@ def lookup_backend(backend, mode=None, options=None) -> Backend:
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a name or a callable, not {type(backend).__name__}")
     _load_entry_points()
-    if backend not in _REGISTRY:
+    if not _registry.is_registered(backend):
         raise ValueError(
             f"unknown backend {backend!r}; valid backends: {', '.join(list_backends())}"
         )
     if backend != "inductor" and (mode not in (None, "default") or options):
         raise ValueError(f"mode and options are inductor settings; backend {backend!r} takes none")
-    return _REGISTRY[backend](mode=mode, options=options)
+    return _registry.lookup_backend(backend, mode=mode, options=options)
 
 
 @register_backend("eager")
