@@ -199,3 +199,35 @@ def test_topological_check_catches_a_wrong_order():
     sched.groups.reverse()
     with pytest.raises(AssertionError, match="runs before its input"):
         assert_topological(sched)
+
+
+def test_reshaped_read_of_a_value_written_in_the_kernel_fuses():
+    # a row-wise result (a log-softmax gradient's row sums and the pointwise before them,
+    # [16 | r 32]) read through a [2, 8, 32] view of the same buffer: the view's div/mod index
+    # names the element the same iteration wrote, so it joins the reduction's kernel
+    x = torch.randn(16, 32)
+
+    def build(x):
+        e = realized(L(aten.exp.default)(x))
+        s = realized(L(aten.sum.dim_IntList)(e, [1], True))
+        v = L(aten.view.default)(e, [2, 8, 32])
+        return [L(aten.sub.Tensor)(v, L(aten.view.default)(s, [2, 8, 1]))]
+
+    graph, sched = schedule(build, x)
+    (g,) = sched.groups
+    assert g.xsizes == [16] and g.rsizes == [32]
+    assert_topological(sched)
+
+    # and a view that reads other rows' elements still keeps its own kernel
+    def build_shifted(x):
+        e = realized(L(aten.exp.default)(x))
+        s = realized(L(aten.sum.dim_IntList)(e, [1], True))
+        rolled = L(aten.cat.default)(
+            [L(aten.slice.Tensor)(e, 0, 1, 16), L(aten.slice.Tensor)(e, 0, 0, 1)], 0
+        )  # row i reads row i + 1
+        v = L(aten.view.default)(rolled, [2, 8, 32])
+        return [L(aten.sub.Tensor)(v, L(aten.view.default)(s, [2, 8, 1]))]
+
+    graph, sched = schedule(build_shifted, x)
+    assert len(sched.groups) >= 2
+    assert_topological(sched)

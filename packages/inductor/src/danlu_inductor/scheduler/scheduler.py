@@ -113,6 +113,12 @@ class FusionGroup:
         return f"{kind} kernel [{dims}]: {members}"
 
 
+def _unsplit(index):
+    """``index`` with the div/mod pairs of a reshape folded back (a [4, 64, 1024] view of a
+    [256, 1024] buffer read as ``1024*(64*(x // 64) + x % 64) + r`` is ``1024*x + r``)."""
+    return sympy.expand(simplify_index(index))
+
+
 def _unit_stride(index, var, loop) -> bool:
     """Whether one step of ``var`` moves ``index`` by one element: read off the expression
     when ``var`` appears linearly, else tried at three points of the loop space (a flattened
@@ -392,7 +398,11 @@ class Scheduler:
         for n in g.nodes:
             for name, index, indirect in g.reads_in_kernel(n):
                 if name in writes:
-                    if indirect or sympy.expand(index - writes[name]) != 0:
+                    if indirect:
+                        return False
+                    if sympy.expand(index - writes[name]) != 0 and _unsplit(index) != _unsplit(
+                        writes[name]
+                    ):
                         return False
         return True
 
