@@ -119,3 +119,24 @@ def test_debug_dir_dump(tmp_path, monkeypatch):
     assert dumped
     names = {p.name for p in dumped[0].iterdir()}
     assert {"loop_ir.txt", "fusion.txt", "wrapper.py", "kernels.cpp", "fx_graph.txt"} <= names
+
+
+def test_library_matmuls_write_into_reused_buffers():
+    # C++ graphs: mm/addmm/bmm get out= a buffer of the wrapper's, a dead one of the same
+    # layout when there is one (warm memory), and outputs and live values are never reused
+    x, w, b = torch.randn(16, 16), torch.randn(16, 16), torch.randn(16)
+    q, k = torch.randn(2, 8, 4), torch.randn(2, 4, 8)
+
+    def fn(x, w, b, q, k):
+        h = torch.mm(x, w).relu()  # dies after the next matmul reads it
+        g = torch.addmm(b, h.sin(), w)
+        out1 = torch.mm(g.cos(), w)  # a graph output: kept
+        s = torch.bmm(q, k).softmax(-1)
+        return out1, torch.mm(out1.exp() * 1e-3, w), s
+
+    c = check_same(fn, x, w, b, q, k, rtol=1e-4, atol=1e-4)
+    src = c.wrapper_source
+    assert src.count(", out=") == 5, src
+    assert any("reuses" in m for m in c.report["memory"]), src
+    res = c(x, w, b, q, k)
+    assert res[0].data_ptr() != res[1].data_ptr()

@@ -16,6 +16,7 @@ import torch
 
 from danlu_inductor.codegen.pyexpr import pexpr, ptuple
 from danlu_inductor.ir import nodes as ir
+from danlu_inductor.ir.layout import contiguous_strides
 from danlu_inductor.ir.symbols import DynamicShapeUnsupported, is_static, product
 
 SCRATCH_MAX_ELEMENTS = 16384
@@ -27,6 +28,17 @@ _CONTIGUOUS_EXTERNS = {
     torch.ops.aten.bmm.default,
     torch.ops.aten.addmm.default,
     torch.ops.aten.baddbmm.default,
+}
+
+
+# library matmuls that write into a buffer the wrapper gives them (C++ graphs): a dead buffer
+# of the same layout is reused, memory already mapped and warm, instead of a fresh allocation
+# per call, whose first touch page-faults inside the matmul
+_OUT_VARIANTS = {
+    torch.ops.aten.mm.default: torch.ops.aten.mm.out,
+    torch.ops.aten.bmm.default: torch.ops.aten.bmm.out,
+    torch.ops.aten.addmm.default: torch.ops.aten.addmm.out,
+    torch.ops.aten.baddbmm.default: torch.ops.aten.baddbmm.out,
 }
 
 
@@ -213,11 +225,16 @@ class WrapperCodegen:
             if not grp.is_extern:
                 for n in grp.nodes:
                     keys.append(self._key(n.node))
+            elif self._writes_into_buffer(grp.nodes[0].node):
+                keys.append(self._key(grp.nodes[0].node))
             future_keys.append(keys)
 
         for i, grp in enumerate(self.sched.groups):
             if grp.is_extern:
-                self._extern_call(grp.nodes[0].node, body)
+                node = grp.nodes[0].node
+                if self._writes_into_buffer(node):
+                    self._allocate_buffer(node, pool, body)
+                self._extern_call(node, body)
             else:
                 local = self._local_buffers(grp)
                 origins = []
@@ -266,9 +283,10 @@ class WrapperCodegen:
                 if not grp.is_extern and name in self._local_buffers(grp):
                     continue
                 freed.add(name)
-                if isinstance(node.node, ir.ComputedBuffer) and self._future_key(
-                    node.node, i, future_keys
-                ):
+                poolable = isinstance(node.node, ir.ComputedBuffer) or self._writes_into_buffer(
+                    node.node
+                )
+                if poolable and self._future_key(node.node, i, future_keys):
                     pool.setdefault(self._key(node.node), []).append(name)
                 else:
                     body.append(f"del {name}")
@@ -329,6 +347,11 @@ class WrapperCodegen:
                     self.memory_log.append(f"{buf.name} written in place into {cand}")
                     freed.add(cand)
                     return
+        self._allocate_buffer(buf, pool, body)
+
+    def _allocate_buffer(self, buf, pool, body):
+        """A dead buffer of the same layout (reused), else a new one."""
+        key = self._key(buf)
         if pool.get(key):
             old = pool[key].pop()
             body.append(f"{buf.name} = {old}; del {old}  # reuse")
@@ -350,12 +373,26 @@ class WrapperCodegen:
             body.append(f"{node.name} = {node.parent.name}{sel}")
             self._check_extern_layout(node, body)
             return
-        op = self._const(node.op)
         args = ", ".join(self._arg(a) for a in node.args)
         kwargs = ", ".join(f"{k}={self._arg(v)}" for k, v in node.kwargs.items())
         call = ", ".join(x for x in (args, kwargs) if x)
+        if self._writes_into_buffer(node):  # allocated by the caller
+            op = self._const(_OUT_VARIANTS[node.op])
+            body.append(f"{op}({call}, out={node.name})  # {node.kind}: {node.op}{org}")
+            return
+        op = self._const(node.op)
         body.append(f"{node.name} = {op}({call})  # {node.kind}: {node.op}{org}")
         self._check_extern_layout(node, body)
+
+    def _writes_into_buffer(self, node) -> bool:
+        """A library matmul of a C++ graph with a contiguous planned output: called with
+        ``out=`` a buffer the wrapper allocates or reuses."""
+        if self.pass_tensors or not isinstance(node, ir.ExternKernel):
+            return False
+        if node.op not in _OUT_VARIANTS or node.layout is None or "out" in node.kwargs:
+            return False
+        lay = node.layout
+        return lay.offset == 0 and tuple(lay.stride) == tuple(contiguous_strides(lay.size))
 
     def _check_extern_layout(self, node, body):
         """Library kernels choose their outputs' strides at run time, and the meta function
