@@ -1,8 +1,9 @@
-"""State a compiled call must update as eager does, on every device at hand: written inputs
-(the foreach write-back, overlapping views of one base), batch-norm running statistics under
-fp32 and bf16 autocast, in-place updates of inputs of several dtypes, and negative or
-conjugate views given to a graph compiled for plain tensors. CUDA cases run on a GPU machine
-(`pytest integration_tests/test_state_updates_on_devices.py` there)."""
+"""State a compiled call must update as eager does, on every device at hand: batch-norm
+running statistics under fp32 and bf16 autocast, in-place updates of inputs of several
+dtypes, and negative or conjugate views given to a graph compiled for plain tensors (the
+write-back itself: danlu-aotautograd's `test_functionalization.py`, on every device too).
+CUDA cases run on a GPU machine (`pytest integration_tests/test_state_updates_on_devices.py`
+there)."""
 
 from __future__ import annotations
 
@@ -25,34 +26,6 @@ def _fresh():
     danlu.reset()
     yield
     danlu.reset()
-
-
-@pytest.mark.parametrize("dev", DEVICES)
-def test_write_back_of_several_dtypes_and_overlapping_views(dev):
-    from danlu_aotautograd.runtime.compiled_function import write_back
-
-    targets = [
-        torch.zeros(4, device=dev),
-        torch.zeros(3, 2, device=dev, dtype=torch.bfloat16),
-        torch.zeros((), dtype=torch.int64, device=dev),
-        torch.zeros(5, device=dev),
-    ]
-    values = [
-        torch.randn(4, device=dev),
-        torch.randn(3, 2, device=dev),
-        torch.tensor(7, device=dev),
-        2.5,
-    ]
-    want = [
-        t.clone().copy_(v) if isinstance(v, torch.Tensor) else t.clone().fill_(v)
-        for t, v in zip(targets, values)
-    ]
-    write_back(targets, values)
-    for t, w in zip(targets, want):
-        assert torch.equal(t, w), (t, w)
-    base = torch.zeros(6, device=dev)
-    write_back([base[:4], base[2:]], [torch.ones(4, device=dev), torch.full((4,), 2.0, device=dev)])
-    assert base.tolist() == [1, 1, 2, 2, 2, 2]
 
 
 @pytest.mark.parametrize("dev", DEVICES)

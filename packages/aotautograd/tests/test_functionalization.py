@@ -247,14 +247,25 @@ def _scatters_check(decompositions):
         assert targets & scatters  # without a table the scatters stay (a table is opt-in)
 
 
-def test_write_back_batches_and_keeps_eager_semantics():
+@pytest.mark.parametrize(
+    "dev",
+    [
+        "cpu",
+        pytest.param(
+            "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+        ),
+    ],
+)
+def test_write_back_batches_and_keeps_eager_semantics(dev):
     from danlu_aotautograd.runtime.compiled_function import write_back
 
     g = torch.Generator().manual_seed(0)
-    # distinct buffers of two dtypes, a scalar value and a broadcast value: all land as copy_
+    # distinct buffers of three dtypes (a float32 value into a bfloat16 target), a scalar
+    # value and a broadcast value: all land as copy_, one foreach copy per device and dtype
     targets = [
         torch.zeros(4),
         torch.zeros(3, 2),
+        torch.zeros(3, 2, dtype=torch.bfloat16),
         torch.zeros((), dtype=torch.int64),
         torch.zeros(2, 3),
         torch.zeros(5),
@@ -262,10 +273,13 @@ def test_write_back_batches_and_keeps_eager_semantics():
     values = [
         torch.randn(4, generator=g),
         torch.randn(3, 2, generator=g),
+        torch.randn(3, 2, generator=g),
         torch.tensor(7),
         torch.randn(3, generator=g),
         2.5,
     ]
+    targets = [t.to(dev) for t in targets]
+    values = [v.to(dev) if isinstance(v, torch.Tensor) else v for v in values]
     expected = [
         t.clone().copy_(v) if isinstance(v, torch.Tensor) else t.clone().fill_(v)
         for t, v in zip(targets, values)
@@ -274,14 +288,14 @@ def test_write_back_batches_and_keeps_eager_semantics():
     for t, e in zip(targets, expected):
         assert torch.equal(t, e)
     # two targets that share memory: the later write wins, as with eager's in-place ops
-    base = torch.zeros(6)
+    base = torch.zeros(6, device=dev)
     a, b = base[:4], base[2:]
-    write_back([a, b], [torch.ones(4), torch.full((4,), 2.0)])
-    assert torch.equal(base, torch.tensor([1.0, 1.0, 2.0, 2.0, 2.0, 2.0]))
+    write_back([a, b], [torch.ones(4, device=dev), torch.full((4,), 2.0, device=dev)])
+    assert base.tolist() == [1.0, 1.0, 2.0, 2.0, 2.0, 2.0]
     # a value that is another target's memory: read before that target is written
-    x, y = torch.arange(3.0), torch.zeros(3)
-    write_back([y, x], [x, torch.full((3,), 9.0)])
-    assert torch.equal(y, torch.arange(3.0)) and torch.equal(x, torch.full((3,), 9.0))
+    x, y = torch.arange(3.0, device=dev), torch.zeros(3, device=dev)
+    write_back([y, x], [x, torch.full((3,), 9.0, device=dev)])
+    assert y.tolist() == [0.0, 1.0, 2.0] and x.tolist() == [9.0, 9.0, 9.0]
 
 
 def test_batch_norm_running_stats_after_compiled_training_steps():

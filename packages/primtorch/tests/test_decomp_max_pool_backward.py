@@ -46,10 +46,14 @@ def _run(n, x, g, idx, args):
     return table[OPS[n]](g, x.detach(), k, s, p, d, ceil, idx)
 
 
-def test_matches_aten_in_float64():
+def _seeded():
+    """A fresh seed each run (printed with any failure), its Python and torch generators."""
     seed = random.randrange(1 << 30)
-    rng = random.Random(seed)
-    gen = torch.Generator().manual_seed(seed)
+    return seed, random.Random(seed), torch.Generator().manual_seed(seed)
+
+
+def test_matches_aten_in_float64():
+    seed, rng, gen = _seeded()
     for trial in range(120):
         n = rng.choice([2, 3])
         x, g, idx, args = _case(
@@ -73,9 +77,7 @@ def test_many_windows_per_position_scatter():
 
 
 def test_bfloat16_at_least_as_close_as_aten():
-    seed = random.randrange(1 << 30)
-    rng = random.Random(seed)
-    gen = torch.Generator().manual_seed(seed)
+    seed, rng, gen = _seeded()
     for _ in range(20):
         n = rng.choice([2, 3])
         x, g, idx, args = _case(rng, gen, n, torch.bfloat16, kernel=[3] * n, stride=[1] * n)
