@@ -48,16 +48,15 @@ from .capture_context import (
     GraphBreak,
     code_location,
     current_context,
+    log,
+    log_breaks,
+    log_graph,
+    log_guards,
+    log_recompiles,
     thread_state,
     wants_frame,
 )
 from .segments.hook_entry import callback as segment_callback
-
-log = logging.getLogger("danlu_dynamo")
-log_breaks = logging.getLogger("danlu_dynamo.graph_breaks")
-log_recompiles = logging.getLogger("danlu_dynamo.recompiles")
-log_guards = logging.getLogger("danlu_dynamo.guards")
-log_graph = logging.getLogger("danlu_dynamo.graph")
 
 # Entries per code object in the C cache, over all contexts (ef.set_cache_limit).
 HOOK_CACHE_LIMIT = 64

@@ -10,12 +10,20 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import inspect
+import logging
 import os
 import sys
 import threading
 import types
 
 from . import eval_frame as ef
+
+# The log topics both capture paths write (``danlu.config`` / ``DANLU_LOGS`` name them).
+log = logging.getLogger("danlu_dynamo")
+log_breaks = logging.getLogger("danlu_dynamo.graph_breaks")
+log_recompiles = logging.getLogger("danlu_dynamo.recompiles")
+log_guards = logging.getLogger("danlu_dynamo.guards")
+log_graph = logging.getLogger("danlu_dynamo.graph")
 
 # Times a frame's trace may start over (a graph break found late, a value to specialise on).
 MAX_RESTARTS = 16

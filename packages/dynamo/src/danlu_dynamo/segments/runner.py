@@ -30,14 +30,13 @@ from ..capture_context import (
     GraphBreak,
     code_location,
     is_user_code,
+    log,
+    log_breaks,
+    log_graph,
+    log_guards,
+    log_recompiles,
     thread_state,
 )
-
-log = logging.getLogger("danlu_dynamo")
-log_breaks = logging.getLogger("danlu_dynamo.graph_breaks")
-log_recompiles = logging.getLogger("danlu_dynamo.recompiles")
-log_guards = logging.getLogger("danlu_dynamo.guards")
-log_graph = logging.getLogger("danlu_dynamo.graph")
 
 
 class _RunCtx:
