@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sympy
 
-from danlu_inductor.ir.symbols import is_static
+from danlu_inductor.ir.symbols import is_static, unit_stride
 
 
 def memory_order(group, xsizes, local_buffers) -> list[int]:
@@ -38,38 +38,26 @@ def memory_order(group, xsizes, local_buffers) -> list[int]:
     return logical
 
 
-def _step(expr, var, variables) -> int | None:
-    """How far ``expr`` moves when ``var`` goes 0 -> 1 with every other variable at 0 (the
-    stride at the origin; floor divisions and remainders make it exact only there, which is
-    all the layout question below needs)."""
-    expr = sympy.sympify(expr)
-    at0 = {v: sympy.Integer(0) for v in variables}
-    try:
-        d = sympy.sympify(expr.xreplace({**at0, var: sympy.Integer(1)}) - expr.xreplace(at0))
-    except (TypeError, ValueError):
-        return None
-    return int(d) if d.is_Integer else None
-
-
-def reads_along_x(group, xvars, xsizes) -> bool:
+def reads_along_x(group, xsizes) -> bool:
     """Whether a reduction group's reads run contiguously along its innermost x dim and with a
     stride along the reduction dims: per-channel statistics of a channels-last activation,
     column sums of a row-major matrix. Such a reduction coalesces only when consecutive lanes
     take consecutive x indices (wide XBLOCK, short RBLOCK); the usual rows-of-R block has
     each lane jump by the row length. Decided by the majority of the reads that move with R."""
-    moving_x = [v for v, s in zip(xvars, xsizes) if not is_static(s) or int(s) > 1]
+    loop = list(zip([*group.xvars, *group.rvars], [*xsizes, *group.rsizes]))
+    moving_x = [v for v, s in zip(group.xvars, xsizes) if not is_static(s) or int(s) > 1]
     rvars = [v for v, s in zip(group.rvars, group.rsizes) if not is_static(s) or int(s) > 1]
     if not moving_x or not rvars:
         return False
     inner = moving_x[-1]
-    variables = list(group.xvars) + list(group.rvars)
     along_x = along_r = 0
     for node in group.nodes:
         for _, e, indirect in group.reads_in_kernel(node):
+            e = sympy.sympify(e)
             if indirect or not any(e.has(r) for r in rvars):
                 continue
-            if any(_step(e, r, variables) == 1 for r in rvars):
+            if any(unit_stride(e, r, loop) for r in rvars):
                 along_r += 1
-            elif _step(e, inner, variables) == 1:
+            elif unit_stride(e, inner, loop):
                 along_x += 1
     return along_x > along_r

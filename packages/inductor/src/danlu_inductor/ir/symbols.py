@@ -275,3 +275,23 @@ def simplify_index(expr: Expr) -> Expr:
             if changed:
                 break
     return sympy.expand(sympy.Add(*terms))
+
+
+def unit_stride(index, var, loop) -> bool:
+    """Whether one step of ``var`` moves ``index`` by one element: read off the expression
+    when ``var`` appears linearly, else tried at three points of the loop space (a flattened
+    index that the reshape's divisions keep from folding)."""
+    if index.coeff(var, 1) == 1:
+        return True
+    sizes = {v: hint(s) for v, s in loop}
+    if sizes[var] < 2:
+        return False
+    for pick in (lambda s: 0, lambda s: (s - 1) // 2, lambda s: max(s - 2, 0)):
+        at = {v: min(pick(s), s - 1) for v, s in sizes.items()}
+        at[var] = min(at[var], sizes[var] - 2)
+        here = index.xreplace({v: sympy.Integer(i) for v, i in at.items()})
+        at[var] += 1
+        there = index.xreplace({v: sympy.Integer(i) for v, i in at.items()})
+        if not (there - here).is_Integer or int(there - here) != 1:
+            return False
+    return True

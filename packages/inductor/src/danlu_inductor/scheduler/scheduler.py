@@ -12,7 +12,13 @@ from __future__ import annotations
 import sympy
 
 from danlu_inductor.ir import nodes as ir
-from danlu_inductor.ir.symbols import DynamicShapeUnsupported, hint, index_vars, simplify_index
+from danlu_inductor.ir.symbols import (
+    DynamicShapeUnsupported,
+    hint,
+    index_vars,
+    simplify_index,
+    unit_stride,
+)
 from danlu_inductor.options import verify_ir_enabled
 from danlu_inductor.scheduler.nodes import (
     ExternSchedulerNode,
@@ -117,26 +123,6 @@ def _unsplit(index):
     """``index`` with the div/mod pairs of a reshape folded back (a [4, 64, 1024] view of a
     [256, 1024] buffer read as ``1024*(64*(x // 64) + x % 64) + r`` is ``1024*x + r``)."""
     return sympy.expand(simplify_index(index))
-
-
-def _unit_stride(index, var, loop) -> bool:
-    """Whether one step of ``var`` moves ``index`` by one element: read off the expression
-    when ``var`` appears linearly, else tried at three points of the loop space (a flattened
-    index that the reshape's divisions keep from folding)."""
-    if index.coeff(var, 1) == 1:
-        return True
-    sizes = {v: hint(s) for v, s in loop}
-    if sizes[var] < 2:
-        return False
-    for pick in (lambda s: 0, lambda s: (s - 1) // 2, lambda s: max(s - 2, 0)):
-        at = {v: min(pick(s), s - 1) for v, s in sizes.items()}
-        at[var] = min(at[var], sizes[var] - 2)
-        here = index.xreplace({v: sympy.Integer(i) for v, i in at.items()})
-        at[var] += 1
-        there = index.xreplace({v: sympy.Integer(i) for v, i in at.items()})
-        if not (there - here).is_Integer or int(there - here) != 1:
-            return False
-    return True
 
 
 def _score_nearby_pairs(scores: dict, nodes: list, weight: int) -> None:
@@ -387,7 +373,7 @@ class Scheduler:
             if g.placements[n.name] != "xr":
                 continue
             index = simplify_index(g.write_in_kernel(n))
-            if not any(_unit_stride(index, v, loop) for v, _ in loop if index.has(v)):
+            if not any(unit_stride(index, v, loop) for v, _ in loop if index.has(v)):
                 return False
         return True
 

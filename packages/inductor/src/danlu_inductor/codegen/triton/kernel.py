@@ -97,11 +97,7 @@ class TritonKernel:
         self.is_reduction = group.has_reduction
         # reads contiguous along x (channels-last statistics, column sums): a looped block of
         # many rows and a short R step, whatever the length of R
-        self.outer = (
-            self.is_reduction
-            and not self.symbolic
-            and reads_along_x(group, group.xvars, self.xsizes)
-        )
+        self.outer = self.is_reduction and not self.symbolic and reads_along_x(group, self.xsizes)
         self.persistent = (
             self.is_reduction
             and not self.outer
