@@ -22,19 +22,11 @@ from danlu_inductor.ir.symbols import DynamicShapeUnsupported, is_static, produc
 SCRATCH_MAX_ELEMENTS = 16384
 
 
-# library kernels whose outputs are always freshly allocated row-major tensors
-_CONTIGUOUS_EXTERNS = {
-    torch.ops.aten.mm.default,
-    torch.ops.aten.bmm.default,
-    torch.ops.aten.addmm.default,
-    torch.ops.aten.baddbmm.default,
-}
-
-
-# library matmuls that write into a buffer the wrapper gives them (C++ graphs): a dead buffer
-# of the same layout is reused, memory already mapped and warm, instead of a fresh allocation
-# per call, whose first touch page-faults inside the matmul
-_OUT_VARIANTS = {
+# Library matmuls and their out= variants. Their outputs are always row-major (no layout
+# check after them). In C++ graphs they write into a buffer the wrapper gives them: a dead
+# buffer of the same layout is reused, memory already mapped and warm, instead of a fresh
+# allocation per call, whose first touch page-faults inside the matmul.
+_MATMUL_OUT_VARIANTS = {
     torch.ops.aten.mm.default: torch.ops.aten.mm.out,
     torch.ops.aten.bmm.default: torch.ops.aten.bmm.out,
     torch.ops.aten.addmm.default: torch.ops.aten.addmm.out,
@@ -377,7 +369,7 @@ class WrapperCodegen:
         kwargs = ", ".join(f"{k}={self._arg(v)}" for k, v in node.kwargs.items())
         call = ", ".join(x for x in (args, kwargs) if x)
         if self._writes_into_buffer(node):  # allocated by the caller
-            op = self._const(_OUT_VARIANTS[node.op])
+            op = self._const(_MATMUL_OUT_VARIANTS[node.op])
             body.append(f"{op}({call}, out={node.name})  # {node.kind}: {node.op}{org}")
             return
         op = self._const(node.op)
@@ -389,7 +381,7 @@ class WrapperCodegen:
         ``out=`` a buffer the wrapper allocates or reuses."""
         if self.pass_tensors or not isinstance(node, ir.ExternKernel):
             return False
-        if node.op not in _OUT_VARIANTS or node.layout is None or "out" in node.kwargs:
+        if node.op not in _MATMUL_OUT_VARIANTS or node.layout is None or "out" in node.kwargs:
             return False
         lay = node.layout
         return lay.offset == 0 and tuple(lay.stride) == tuple(contiguous_strides(lay.size))
@@ -401,7 +393,7 @@ class WrapperCodegen:
         into the planned one."""
         lay = node.layout
         op = node.parent.op if isinstance(node, ir.MultiOutput) else node.op
-        if lay is None or op in _CONTIGUOUS_EXTERNS:
+        if lay is None or op in _MATMUL_OUT_VARIANTS:
             return
         for e in (*lay.size, *lay.stride):
             self._sym(e)
