@@ -10,6 +10,7 @@ windows it can lie in (a scatter when there are too many).
 from __future__ import annotations
 
 import itertools
+import math
 
 import torch
 
@@ -177,38 +178,29 @@ def _scatter_to_input(grad, indices, input, n):
 _GATHER_MAX_WINDOWS = 16
 
 
-def _windows_per_position(n, kernel_size, stride, dilation):
-    k = _tuple(kernel_size, n)
-    s = _tuple(stride, n, k)
-    d = _tuple(dilation, n)
-    # output positions o whose window o*s - p + j*d (j < k) can hold a given input position
-    return [((k[i] - 1) * d[i]) // s[i] + 1 for i in range(n)]
-
-
-def _gather_from_windows(grad, indices, input, n, kernel_size, stride, padding, dilation):
+def _gather_from_windows(grad, indices, input, n, s, p, counts):
     """grad_input at each input position: the sum of the gradients of the windows whose
     maximum it was. Input position h can only be in windows o = (h + p) // s - a for
-    a < ``_windows_per_position``; each candidate gathers that window's gradient and index
-    and counts where the index is h. One pointwise computation with no scatter (the result
-    takes whatever layout its users want, no atomics, no zero-filled buffer), summed in
-    float32 in ascending window order per dim, as eager's kernels do."""
-    k = _tuple(kernel_size, n)
-    s = _tuple(stride, n, k)
-    p = _tuple(padding, n)
-    counts = _windows_per_position(n, kernel_size, stride, dilation)
+    a < ``counts`` (per dim); each candidate gathers that window's gradient and index and
+    counts where the index is h. One pointwise computation with no scatter (the result takes
+    whatever layout its users want, no atomics, no zero-filled buffer), summed in float32 in
+    ascending window order per dim, as eager's kernels do."""
     lead = input.dim() - n
     sizes = list(input.shape[lead:])
     outs = list(grad.shape[lead:])
-    # per dim i and candidate a: the window index table [S_i] and where it exists
+    # per dim i and candidate a: the window index table [S_i], and where it exists shaped to
+    # broadcast over the plane ([1, .., S_i, .., 1])
     tables = []
     for i in range(n):
         h = iota(sizes[i], input)
         base = aten.div.Tensor_mode(aten.add.Tensor(h, p[i]), s[i], rounding_mode="floor")
+        shape = [1] * n
+        shape[i] = sizes[i]
         per = []
         for a in reversed(range(counts[i])):  # ascending window index
             o = aten.sub.Tensor(base, a)
             ok = aten.logical_and.default(aten.ge.Scalar(o, 0), aten.lt.Scalar(o, outs[i]))
-            per.append((where(ok, o, 0), ok))
+            per.append((where(ok, o, 0), aten.view.default(ok, shape)))
         tables.append(per)
     # flat plane position of each input position, [S_1, .., S_n]
     flat, mult = None, 1
@@ -226,9 +218,6 @@ def _gather_from_windows(grad, indices, input, n, kernel_size, stride, padding, 
             o, valid = tables[i][a]
             g = aten.index_select.default(g, lead + i, o)
             ix = aten.index_select.default(ix, lead + i, o)
-            shape = [1] * n
-            shape[i] = sizes[i]
-            valid = aten.view.default(valid, shape)
             ok = valid if ok is None else aten.logical_and.default(ok, valid)
         hit = aten.logical_and.default(aten.eq.Tensor(ix, flat), ok)
         term = where(hit, to_dtype(g, acc), 0.0)
@@ -237,13 +226,16 @@ def _gather_from_windows(grad, indices, input, n, kernel_size, stride, padding, 
 
 
 def _max_pool_backward(grad, input, kernel_size, stride, padding, dilation, indices, n):
-    windows = 1
-    for c in _windows_per_position(n, kernel_size, stride, dilation):
-        windows *= c
-    if windows > _GATHER_MAX_WINDOWS:
+    k = _tuple(kernel_size, n)
+    s = _tuple(stride, n, k)
+    p = _tuple(padding, n)
+    d = _tuple(dilation, n)
+    # per dim: how many windows o*s - p + j*d (j < k) can hold one input position
+    counts = [((k[i] - 1) * d[i]) // s[i] + 1 for i in range(n)]
+    if math.prod(counts) > _GATHER_MAX_WINDOWS:
         out = _scatter_to_input(grad, indices, input, n)
     else:
-        out = _gather_from_windows(grad, indices, input, n, kernel_size, stride, padding, dilation)
+        out = _gather_from_windows(grad, indices, input, n, s, p, counts)
     # eager lays the gradient out as the input is (channels-last in, channels-last out)
     fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(input.dim())
     if fmt is not None and not input.is_contiguous() and input.is_contiguous(memory_format=fmt):
