@@ -61,6 +61,15 @@ def profile(step, iters):
         step()
     torch.cuda.synchronize()
     wall = (time.perf_counter() - t) / iters * 1e3
+    # host time a step: steps issued back to back with no wait; few enough that their
+    # launches fit in the device's queue (an issue that blocks on a full queue would count
+    # GPU time), so this is what the host spends, guards and wrapper included
+    host_steps = 3
+    t = time.perf_counter()
+    for _ in range(host_steps):
+        step()
+    host = (time.perf_counter() - t) / host_steps * 1e3
+    torch.cuda.synchronize()
     with prof(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
         for _ in range(iters):
             step()
@@ -83,6 +92,7 @@ def profile(step, iters):
         g[1] += ms / iters
     return {
         "wall_ms": round(wall, 3),
+        "host_ms": round(host, 3),
         "kernel_ms": round(gpu, 3),
         "launches": launches,
         "groups": {k: (round(c), round(ms, 3)) for k, (c, ms) in sorted(groups.items())},
@@ -213,6 +223,11 @@ def profile_diff(model: str, mode: str, results: dict) -> str:
     rows.append(
         "| wall time a step | "
         + " | ".join(f"{results[b]['wall_ms']:.2f}" for b in backends)
+        + " |"
+    )
+    rows.append(
+        "| host time a step (no waiting) | "
+        + " | ".join(f"{results[b].get('host_ms', float('nan')):.2f}" for b in backends)
         + " |"
     )
     rows.append(

@@ -341,3 +341,23 @@ def test_cuda_device_and_autocast_guards():
     with torch.autocast("cuda", dtype=torch.float16):
         assert not check({"x": x})
         assert "autocast" in check.failure_reason({"x": x})
+
+
+def test_constant_tuples_pass_by_identity_or_by_items_and_their_types():
+    """A constant tuple of immutable items passes at once when it is the object seen at
+    capture (a module's ``stride``), and otherwise when its items and their types are equal,
+    nested tuples too."""
+    flat, nested = (1, 1), ((1, 2.0), "a")
+    check = frame_check(
+        lambda gs: (gs.constant_match("L['s']", flat), gs.constant_match("L['n']", nested))
+    )
+    assert check({"s": flat, "n": nested})
+    assert check({"s": tuple([1, 1]), "n": ((1, 2.0), "a")})  # equal copies
+    for bad in (
+        {"s": (1, True), "n": nested},
+        {"s": (1.0, 1), "n": nested},
+        {"s": [1, 1], "n": nested},
+        {"s": flat, "n": ((1, 2), "a")},  # 2 == 2.0 inside the nested tuple
+        {"s": flat, "n": ((True, 2.0), "a")},
+    ):
+        assert not check(bad), bad

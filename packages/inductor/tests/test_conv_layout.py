@@ -305,3 +305,26 @@ def test_permuted_values_keep_their_own_layout(monkeypatch):
     assert stored_nhwc, [(type(b).__name__, b.layout.size) for b in compiled.graph.buffers]
     for b in stored_nhwc:
         assert int(b.layout.stride[-1]) == 1, (b.get_name(), b.layout.stride)
+
+
+@pytest.mark.parametrize("for_gpu", [True, False])
+def test_gpu_convolution_bias_is_added_by_the_kernel_that_reads_the_result(for_gpu):
+    """On GPU graphs the library convolution runs without its bias (cuDNN would add it in a
+    kernel of its own) and the bias is added inside the generated kernel of the next op (here
+    the ReLU): no buffer holds the convolution's result plus bias alone. CPU graphs keep the
+    bias in the convolution (oneDNN adds it for free). Values: the Triton path's wrapper case
+    ``conv_bias_relu`` checks them against float64 eager."""
+    from danlu_inductor.graph import GraphLowering
+    from danlu_inductor.ir.nodes import ComputedBuffer, ExternKernel
+
+    def fn(x, w, b):
+        return F.conv2d(x, w, b, padding=1).relu()
+
+    args = [torch.randn(2, 8, 12, 12), torch.randn(16, 8, 3, 3), torch.randn(16)]
+    graph = GraphLowering(aten_graph(fn, *args), args, for_gpu=for_gpu).run()
+    convs = [b for b in graph.buffers if isinstance(b, ExternKernel)]
+    assert len(convs) == 1, [type(b).__name__ for b in graph.buffers]
+    bias = convs[0].args[2]
+    assert (bias is None) == for_gpu, convs[0].args
+    computed = [b for b in graph.buffers if isinstance(b, ComputedBuffer)]
+    assert len(computed) == 1, [b.get_name() for b in computed]  # the ReLU, bias inside

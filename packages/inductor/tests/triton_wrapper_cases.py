@@ -156,6 +156,15 @@ CASES = {
         lambda x: torch.cumsum(x.exp(), -1) * 2 + 1,
         lambda: [_nc(8, 30)],
     ),
+    # GPU graphs add a convolution's bias in the kernel of the op that reads the result
+    "conv_bias_relu": (
+        lambda x, w, b: F.conv2d(x, w, b, padding=1).relu() * 2,
+        lambda: [
+            torch.randn(2, 6, 20, 20, device=DEVICE)[:, :, ::2, ::2],
+            torch.randn(8, 6, 3, 3, device=DEVICE),
+            _nc(8),
+        ],
+    ),
     "embedding_gather": (
         lambda idx, w: F.embedding(idx, w) * 2 + 1,
         lambda: [torch.randint(0, 50, (4, 9), device=DEVICE), _nc(50, 16)],

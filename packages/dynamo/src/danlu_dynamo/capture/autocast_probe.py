@@ -138,8 +138,10 @@ def probe_dtypes(fn, args, kwargs):
     except Unsupported:
         raise
     except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0][:200]
         raise Unsupported(
-            f"autocast: cannot tell the dtype of {getattr(fn, '__name__', fn)} ({type(e).__name__})"
+            f"autocast: cannot tell the dtype of {getattr(fn, '__name__', fn)} "
+            f"({type(e).__name__}: {first})"
         ) from e
     return [t.dtype if isinstance(t, torch.Tensor) else None for t in pytree.tree_leaves(out)]
 

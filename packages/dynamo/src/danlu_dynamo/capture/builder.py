@@ -14,7 +14,6 @@ import types
 import torch
 
 from .exc import Unsupported
-from .guard_codegen import _types
 from .source import Source
 from .variables.base import ConstVar, Var, is_const_value
 from .variables.builtins import (
@@ -284,7 +283,7 @@ def wrap_value(out, value, source):
                 "SET_MATCH",
                 src,
                 f"type({src}) is set and list({src}) == {g._const(order)} and "
-                f"___types({src}) == {g._const(_types(order))}",
+                f"{g.types_expr(src, order)}",
             )
         from .variables.containers import SetVar
 
