@@ -453,6 +453,8 @@ def run_direct_launch():
             direct,
             DirectLaunch.unavailable,
         )
+        # static sizes: the settled launch is one bound closure
+        assert all(launcher._go is not None for launcher in c.launchers.values())
     return {"direct": direct}
 
 
