@@ -83,3 +83,29 @@ def test_values_only_kernel_has_no_branching_logic():
     source = compiled.kernel_source
     assert "max" in source or "?" in source, source  # the pooling kernel is there
     assert "||" not in source and "&&" not in source, source
+
+
+def test_max_pool_gradient_on_the_cpu_is_atens_kernel():
+    """Max pooling's gradient is decomposed for GPUs (a gather that fuses, triton_cases.py
+    ``max_pool_backward_gather``) but not on the CPU, where the generated gather stays a
+    scalar loop and ATen's scatter to each argmax is an order of magnitude faster. The
+    gradient of the ReLU in front fuses with what reads the library's result."""
+    from danlu_inductor.decompositions import decomposition_table
+    from danlu_primtorch import trace
+
+    x = _images(nan=False)
+    _, idx = F.max_pool2d_with_indices(torch.relu(x), 3, 2, 1)
+    g = torch.randn(*idx.shape)
+
+    def fn(g, x, idx):
+        grad = torch.ops.aten.max_pool2d_with_indices_backward(
+            g, torch.relu(x), [3, 3], [2, 2], [1, 1], [1, 1], False, idx
+        )
+        return torch.where(x > 0, grad, 0.0)
+
+    gm = trace(fn, g, x, idx, decompositions=decomposition_table())
+    targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
+    assert torch.ops.aten.max_pool2d_with_indices_backward.default in targets, targets
+    compiled, flat = compile_fn(fn, g, x, idx)
+    torch.testing.assert_close(compiled(*flat), fn(g, x, idx), rtol=0, atol=0)
+    assert "aten.max_pool2d_with_indices_backward.default" in compiled.report["fallback_ops"]

@@ -34,6 +34,11 @@ BASE_FLAGS = [
     "-fwrapv",  # integer overflow wraps, like eager
     "-ffp-contract=off",  # no fused multiply-add: same rounding as eager's separate ops
     "-fno-math-errno",  # errno is unobservable from Python; lets sqrt & co vectorize
+    # nothing enables floating-point traps, so selects on a comparison may become blends:
+    # ReLU-backward `where`s fed to a double-accumulated sum stayed a branch per element
+    # (ResNet-18's stem batch-norm gradient sum: 4.6 -> 0.19 ms on random data). Values and
+    # NaN handling are unchanged; only the assumption that an operation may trap is dropped.
+    "-fno-trapping-math",
     "-w",
 ]
 
