@@ -143,3 +143,24 @@ def test_vertical_kernels_across_dtypes_and_layouts(dtype):
         m = torch.randint(-5, 5, (64, 150))
         tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-5)
         check_same(f, x, m, **tol)
+
+
+def test_layer_norm_weight_gradients_with_per_row_statistics_are_vertical():
+    """A layer norm's weight and bias gradients (ConvNeXt's and ViT's blocks): per-column
+    sums of ``g * xhat`` and ``g`` where ``xhat`` reads each row's mean and rstd. Those loads
+    are the same for every column, so they do not keep the kernel row-wise; the sums match
+    float64 eager."""
+
+    def f(g, x, mean, rstd):
+        return (g * ((x - mean) * rstd)).sum(0), g.sum(0)
+
+    rows, cols = 2 * 28 * 28, 80
+    g, x = torch.randn(rows, cols), torch.randn(rows, cols)
+    mean, rstd = torch.randn(rows, 1), torch.rand(rows, 1) + 0.5
+    compiled = check_same(f, g, x, mean, rstd, rtol=1e-5, atol=1e-3)
+    got = compiled(g, x, mean, rstd)
+    ref = f(*(t.double() for t in (g, x, mean, rstd)))
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a.double(), b, rtol=1e-5, atol=1e-3)
+    src = compiled.kernel_source
+    assert "_v[" in src and "omp simd reduction" not in src, src

@@ -67,6 +67,10 @@ def wanted(kernel) -> bool:
         cx, cr = sympy.diff(e, xi), sympy.diff(e, ri)
         if not (cx.is_Integer and cr.is_Integer):
             return False
+        if cx == 0:
+            # the same for every kept index (a layer norm's per-position mean and rstd
+            # beside per-channel sums): loaded once per reduction step either way
+            continue
         if cr == 1:
             return False  # the reduction already walks memory in order
         along_x |= cx == 1
