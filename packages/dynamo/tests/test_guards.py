@@ -361,3 +361,41 @@ def test_constant_tuples_pass_by_identity_or_by_items_and_their_types():
         {"s": flat, "n": ((True, 2.0), "a")},
     ):
         assert not check(bad), bad
+
+
+def test_sources_written_as_text_share_their_parents_in_the_check():
+    """``type(X).forward``, ``getattr(P, '__closure__')[0].cell_contents``: sources built as
+    text, not by ``Source.attr``, still read their parent once in the check, so a chain of
+    module attribute reads (each an ``nn.Module.__getattr__`` call) runs once, not once per
+    guard below it."""
+    from danlu_dynamo.capture.source import Source
+
+    def make(scale):
+        def forward(x):
+            return x * scale
+
+        class M(torch.nn.Module):
+            pass
+
+        M.forward = staticmethod(forward)
+        outer = torch.nn.Module()
+        outer.sub = M()
+        return outer
+
+    m = make(2.0)
+    fn_src = Source("type(L['m'].sub).forward")
+    closure = Source(f"getattr({fn_src.expr}, '__closure__')[0].cell_contents")
+    defaults = Source(f"getattr({fn_src.expr}, '__defaults__')")
+    forward = type(m.sub).forward
+    check = frame_check(
+        lambda gs: (
+            gs.id_match(fn_src.expr, forward),
+            gs.constant_match(closure.expr, 2.0),
+            gs.constant_match(defaults.expr, None),
+        )
+    )
+    assert check({"m": m})
+    assert not check({"m": make(2.0)})  # another class: another forward
+    assert check.source.count("L['m']") == 1, check.source
+    assert check.source.count(".sub") == 1, check.source
+    assert closure.parent is not None and closure.parent.parent is not None

@@ -286,9 +286,9 @@ class GuardSet:
             src = lookup(expr)
             if src is not None and src.parent is not None:
                 suffix = src.suffix
-                if values is not None:
+                if values is not None and not src.prefix:
                     suffix = fast_suffix(values(src.parent.expr), suffix)
-                code = var(src.parent.expr) + suffix
+                code = src.prefix + var(src.parent.expr) + suffix
             else:
                 code = expr
             name = f"___v{len(var_of)}"

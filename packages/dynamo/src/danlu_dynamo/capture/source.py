@@ -16,24 +16,33 @@ _interned: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 class Source:
-    __slots__ = ("expr", "parent", "suffix", "__weakref__")
+    __slots__ = ("expr", "parent", "suffix", "prefix", "__weakref__")
 
-    def __init__(self, expr: str, parent: Source | None = None, suffix: str = ""):
+    def __init__(self, expr: str, parent: Source | None = None, suffix: str = "", prefix=""):
         self.expr = expr
+        # expr == prefix + parent.expr + suffix when parent is set: ``.name`` and ``[key]``
+        # reads have no prefix; ``getattr(parent, '__name__')`` and ``type(parent)`` have
+        # one, so a guard check reads their parent once too (not once per such source)
+        if parent is None and (split := _split(expr)) is not None:
+            # written as text (``Source(f"type({x}).forward")``): its parent is found the
+            # same way
+            prefix, parent_expr, suffix = split
+            parent = lookup(parent_expr) or Source(parent_expr)
         self.parent = parent
-        self.suffix = suffix  # expr == parent.expr + suffix when parent is set
+        self.suffix = suffix
+        self.prefix = prefix
         _interned[expr] = self
 
     def attr(self, name: str) -> Source:
         if name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("__"):
             return Source(f"{self.expr}.{name}", self, f".{name}")
-        return Source(f"getattr({self.expr}, {name!r})")
+        return Source(f"getattr({self.expr}, {name!r})", self, f", {name!r})", "getattr(")
 
     def item(self, key) -> Source:
         return Source(f"{self.expr}[{key!r}]", self, f"[{key!r}]")
 
     def call(self, fn_expr: str) -> Source:
-        return Source(f"{fn_expr}({self.expr})")
+        return Source(f"{fn_expr}({self.expr})", self, ")", f"{fn_expr}(")
 
     def __repr__(self):
         return self.expr
@@ -55,8 +64,8 @@ def lookup(expr: str) -> Source | None:
     split = _split(expr)
     if split is None:
         return None
-    parent, suffix = split
-    return Source(expr, lookup(parent) or Source(parent), suffix)
+    prefix, parent, suffix = split
+    return Source(expr, lookup(parent) or Source(parent), suffix, prefix)
 
 
 _ATTR = re.compile(r"\.([A-Za-z_]\w*)$")
@@ -64,16 +73,50 @@ _ITEM = re.compile(r"\[(-?\d+|'[^'\\]*')\]$")
 _CELL = re.compile(r"[CK]\[[^\]]*\]")
 
 
+_GETATTR = re.compile(r"^getattr\((.*), ('[^'\\]*')\)$", re.S)
+_CALL = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$", re.S)
+
+
 def _split(expr: str):
-    """``(parent, suffix)`` for ``parent.name`` or ``parent[const]``, where ``parent`` is a
-    whole expression other than a bare name; else None."""
+    """``(prefix, parent, suffix)`` for ``parent.name``, ``parent[const]``,
+    ``getattr(parent, 'name')`` or ``fn(parent)``, where ``parent`` is a whole expression
+    other than a bare name; else None."""
     m = _ATTR.search(expr) or _ITEM.search(expr)
-    if m is None:
+    if m is not None:
+        prefix, parent, suffix = "", expr[: m.start()], expr[m.start() :]
+    elif (m := _GETATTR.match(expr)) is not None:
+        prefix, parent, suffix = "getattr(", m.group(1), f", {m.group(2)})"
+    elif (m := _CALL.match(expr)) is not None and not _top_level_comma(m.group(2)):
+        prefix, parent, suffix = f"{m.group(1)}(", m.group(2), ")"
+    else:
         return None
-    parent = expr[: m.start()]
-    if parent.isidentifier() or _CELL.fullmatch(parent) or not _balanced(parent):
+    if not parent.strip() or parent.isidentifier() or _CELL.fullmatch(parent):
         return None  # a cell's contents are read as one (the frame hook passes them by name)
-    return parent, expr[m.start() :]
+    if not _balanced(parent):
+        return None
+    return prefix, parent, suffix
+
+
+def _top_level_comma(text: str) -> bool:
+    """A comma outside brackets and string literals: ``text`` is several arguments."""
+    depth, quoted, i = 0, False, 0
+    while i < len(text):
+        c = text[i]
+        if quoted:
+            if c == "\\":
+                i += 1
+            elif c == "'":
+                quoted = False
+        elif c == "'":
+            quoted = True
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            return True
+        i += 1
+    return False
 
 
 def _balanced(text: str) -> bool:
@@ -191,6 +234,8 @@ class FrameValues:
         if src is None or src.parent is None:
             return root(expr)
         parent = src.parent.expr
+        if src.prefix:
+            return src.prefix + self.render(parent, root) + src.suffix
         return self.render(parent, root) + fast_suffix(self(parent), src.suffix)
 
 
