@@ -97,9 +97,10 @@ def _split(expr: str):
     return prefix, parent, suffix
 
 
-def _top_level_comma(text: str) -> bool:
-    """A comma outside brackets and string literals: ``text`` is several arguments."""
-    depth, quoted, i = 0, False, 0
+def _code(text: str) -> str | None:
+    """``text`` without its string literals (single-quoted, as ``repr`` writes keys), so
+    brackets and commas inside a key do not count; None when a literal is left open."""
+    out, quoted, i = [], False, 0
     while i < len(text):
         c = text[i]
         if quoted:
@@ -109,37 +110,38 @@ def _top_level_comma(text: str) -> bool:
                 quoted = False
         elif c == "'":
             quoted = True
-        elif c in "([{":
+        else:
+            out.append(c)
+        i += 1
+    return None if quoted else "".join(out)
+
+
+def _top_level_comma(text: str) -> bool:
+    """A comma outside brackets and string literals: ``text`` is several arguments."""
+    depth = 0
+    for c in _code(text) or "":
+        if c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1
         elif c == "," and depth == 0:
             return True
-        i += 1
     return False
 
 
 def _balanced(text: str) -> bool:
-    """Brackets pair up outside string literals (single-quoted, as ``repr`` writes keys)."""
+    """Brackets pair up outside string literals."""
+    code = _code(text)
+    if code is None:
+        return False
     closing = {")": "(", "]": "[", "}": "{"}
     stack: list[str] = []
-    quoted, i = False, 0
-    while i < len(text):
-        c = text[i]
-        if quoted:
-            if c == "\\":
-                i += 1
-            elif c == "'":
-                quoted = False
-        elif c == "'":
-            quoted = True
-        elif c in "([{":
+    for c in code:
+        if c in "([{":
             stack.append(c)
-        elif c in closing:
-            if not stack or stack.pop() != closing[c]:
-                return False
-        i += 1
-    return not stack and not quoted
+        elif c in closing and (not stack or stack.pop() != closing[c]):
+            return False
+    return not stack
 
 
 def local_source(name: str) -> Source:
