@@ -41,7 +41,8 @@ from danlu_inductor.ir.nodes import (
 )
 from danlu_inductor.ir.ops import ops
 from danlu_inductor.lowering.extern import make_extern
-from danlu_inductor.lowering.registry import aten, compute_dtype, is_node, register
+from danlu_inductor.lowering.registry import aten, is_node, make_pointwise, register
+from danlu_inductor.lowering.views import view
 
 CONV_OPS = (aten.convolution.default, aten.convolution_backward.default)
 # a matmul's operands are reshaped 3-D views: a channels-last preference does not pass through.
@@ -199,21 +200,10 @@ def _conv_then_bias(op, args, kwargs):
     else:
         kwargs = {**kwargs, "bias": None}
     out = make_extern(op, args, kwargs, "extern")
-    dtype = out.get_dtype()
-    compute = compute_dtype(dtype)
-    load_out, load_bias = out.make_loader(), bias.make_loader()
-
-    def inner(index):
-        # eager rounds the convolution's result to its dtype before adding the bias, as here
-        a, b = load_out(index), load_bias([index[1]])
-        if compute != dtype:
-            a = ops.to_dtype(a, compute)
-        if bias.get_dtype() != compute:
-            b = ops.to_dtype(b, compute)
-        v = ops.add(a, b)
-        return v if compute == dtype else ops.to_dtype(v, dtype)
-
-    return StorageBox(Pointwise(dtype, out.get_size(), inner))
+    # the bias as [C, 1, ...]: broadcast over the result's channel dim; eager rounds the
+    # convolution's result to its dtype before adding the bias, as here
+    channels = [bias.get_size()[0]] + [1] * (len(out.get_size()) - 2)
+    return make_pointwise([out, view(bias, channels)], ops.add, out.get_dtype())
 
 
 # convolution(input, weight, ...); convolution_backward(grad_output, input, weight, ...).

@@ -245,7 +245,8 @@ class TritonLauncher:
         self._direct: dict = {}  # config -> DirectLaunch, or False where it does not apply
         self._static: dict = {}  # config -> (grid, size arguments), static sizes only
         # once the config is settled (static sizes, direct launch available): the whole
-        # launch as one closure, so a call is two Python frames instead of five
+        # launch as one closure, so a call is two Python frames instead of five. None: not
+        # tried yet; False: it does not apply (tried once, after the config's first launch)
         self._go = None
         src = getattr(fn, "src", "") or ""
         tag = "max" if max_autotune else "default"
@@ -295,7 +296,7 @@ class TritonLauncher:
 
     def __call__(self, *args):
         go = self._go
-        if go is not None:
+        if go:
             go(*args)
             return
         if self.config is None:
@@ -310,19 +311,20 @@ class TritonLauncher:
                 ) from e
             return
         self._launch(self.config, args)
-        self._settle(len(args))
+        if go is None:
+            self._go = self._bound_launch(len(args)) or False
 
-    def _settle(self, nargs):
-        """After a launch with the chosen config: bind the direct launch, when sizes are
-        static and it applies, into ``_go``."""
+    def _bound_launch(self, nargs):
+        """After a launch with the chosen config: its direct launch bound to the static grid
+        and sizes, or None where that does not apply."""
         if self._numels is not None:
-            return
+            return None
         fast = self._direct.get(self.config)
         grid, sizes = self._static.get(self.config) or ((0,), ())
         if not fast or 0 in grid:
-            return
+            return None
         cfg = self.config
-        self._go = fast.bind(grid, sizes, nargs, lambda *a: self._launch(cfg, a))
+        return fast.bind(grid, sizes, nargs, lambda *a: self._launch(cfg, a))
 
     def _choose(self, args) -> Config:
         cands = self.configs or self.candidates()
