@@ -63,3 +63,63 @@ def test_other_storage_offset_takes_the_full_path():
         x = base[offset : offset + 40]
         torch.testing.assert_close(compiled(x), _window(x))
         assert aot.stats["traces"] == traces  # a new offset is a new signature
+
+
+def _recording_compiler(seen: list):
+    """A compiler that records what each graph promised and checks every call's inputs
+    against its placeholders' layouts when the graph says they are fixed."""
+
+    def compiler(gm, examples):
+        fixed = bool(gm.meta.get("input_layouts_fixed"))
+        layouts = [(tuple(x.shape), tuple(x.stride())) for x in examples]
+        seen.append(fixed)
+        run = da.run_graph(gm, examples)
+
+        def call(args):
+            if fixed:
+                got = [(tuple(a.shape), tuple(a.stride())) for a in args]
+                assert got == layouts, f"promised {layouts}, called with {got}"
+            return run(args)
+
+        call._boxed_call = True
+        return call
+
+    return compiler
+
+
+def test_static_programs_promise_their_input_layouts_and_keep_the_promise():
+    seen: list = []
+    gen = torch.Generator().manual_seed(torch.seed() % 2**31)
+    w = torch.randn(16, 12, generator=gen, requires_grad=True)
+    b = torch.randn(12, generator=gen, requires_grad=True)
+    gm = torch.fx.symbolic_trace(_block)
+    compiler = _recording_compiler(seen)
+    # without guarded_inputs, every call takes the full path (a capture that guards strides
+    # would send these to programs of their own the same way): transposed, expanded, a
+    # slice with a stride of 3, an offset view
+    compiled = da.aot_graph(gm, [torch.randn(24, 16), w, b], compiler, compiler)
+    layouts = [
+        lambda: torch.randn(24, 16, generator=gen),
+        lambda: torch.randn(16, 24, generator=gen).t(),
+        lambda: torch.randn(1, 16, generator=gen).expand(24, 16),
+        lambda: torch.randn(24, 16, 3, generator=gen)[..., 1],
+        lambda: torch.randn(25, 16, generator=gen)[1:],
+    ]
+    for make in layouts * 2:
+        x = make()
+        out = compiled(x, w, b)
+        torch.testing.assert_close(out, _block(x, w, b))
+        out.sum().backward()
+    # forward graphs promise, backward graphs (saved values, incoming gradients) do not
+    assert seen.count(True) == seen.count(False) > 1
+
+
+def test_dynamic_programs_do_not_promise_layouts():
+    seen: list = []
+    gm = torch.fx.symbolic_trace(lambda x: (x * 2).sum(1))
+    compiler = _recording_compiler(seen)
+    compiled = da.aot_graph(gm, [torch.randn(4, 8)], compiler, dynamic=True)
+    for n in (4, 6, 9):
+        x = torch.randn(n, 8)
+        torch.testing.assert_close(compiled(x), (x * 2).sum(1))
+    assert seen and not any(seen)

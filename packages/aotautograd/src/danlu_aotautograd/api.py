@@ -358,6 +358,11 @@ class AotFunction:
             return None
 
     def _compile(self, flat: list, spec, *, joint: bool, dynamic_dims=None) -> CompiledProgram:
+        """A static program (``dynamic_dims=None``) is kept under its inputs' exact sizes and
+        strides (``_input_key``) and called only with such inputs, so its forward (or
+        inference) graph says so to its compiler: ``meta["input_layouts_fixed"]``; a compiler
+        may then skip checking or copying their layouts. The backward's inputs (saved values,
+        incoming gradients) carry no such promise."""
         timings = {}
         self.stats["traces"] += 1
         lazy = lazy_view_positions(flat)
@@ -384,6 +389,8 @@ class AotFunction:
             # the forward's compiler may lay out the values saved for the backward as it likes
             # (channels-last around convolutions) and say so; the backward is compiled for it
             partition.forward.meta["saved_for_backward_from"] = program.num_fw_outputs
+            if dynamic_dims is None:
+                partition.forward.meta["input_layouts_fixed"] = True
             fw = self.fw_compiler(partition.forward, _placeholder_values(partition.forward))
             bw_inputs = _saved_layouts(fw, partition.backward, program.num_fw_outputs)
             bw = self.bw_compiler(partition.backward, bw_inputs)
@@ -392,6 +399,8 @@ class AotFunction:
         else:
             gm = program.graph_module
             _mark_shape_env(program, gm)
+            if dynamic_dims is None:
+                gm.meta["input_layouts_fixed"] = True
             start = time.perf_counter()
             fw = self.inference_compiler(gm, _placeholder_values(gm))
             timings["compile"] = time.perf_counter() - start

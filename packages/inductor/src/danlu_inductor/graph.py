@@ -59,6 +59,9 @@ class GraphLowering:
         # outputs from this position on go only to the backward (the forward graph of a
         # training step): they keep the layout chosen here instead of eager's
         self.free_outputs_from = gm.meta.get("saved_for_backward_from")
+        # the caller calls with the example inputs' exact sizes and strides (aotautograd's
+        # static programs): the wrapper does not check the inputs' layouts again
+        self.input_layouts_fixed = bool(gm.meta.get("input_layouts_fixed"))
         self.example_inputs = list(example_inputs)
         self.buffers: list[ir.Buffer] = []
         self.name_to_buffer: dict[str, ir.Buffer] = {}
