@@ -413,7 +413,7 @@ class WrapperCodegen:
             f"# danlu_inductor wrapper: run `call(args)`; kernels are {where}",
             "import torch",
             "from danlu_inductor.runtime import (",
-            "    empty_strided, ensure_layout, extern_layout, raise_index_error,",
+            "    direct_op, empty_strided, ensure_layout, extern_layout, raise_index_error,",
             ")",
             "",
             "",
@@ -421,8 +421,11 @@ class WrapperCodegen:
         ]
         for k in self.kernel_names:
             head.append(f"    {k} = kernels['{k}']")
-        for c in self.consts:
-            head.append(f"    {c} = consts['{c}']")
+        for c, value in self.consts.items():
+            if isinstance(value, torch._ops.OpOverload):
+                head.append(f"    {c} = direct_op(consts['{c}'])")
+            else:
+                head.append(f"    {c} = consts['{c}']")
         head.append("    _err = torch.zeros((), dtype=torch.int64, device=device)")
         head.append("")
         head.append("    def call(args):")
