@@ -124,7 +124,11 @@ def default_workers() -> int:
     env = os.environ.get("DANLU_COMPILE_THREADS")
     if env:
         return max(1, int(env))
-    return max(1, min(8, (os.cpu_count() or 2) // 2))
+    # compiling is one process per job, so a GPU host's cores are all worth using (half of
+    # them left the H200 host's 16 idle while 1000+ configs compiled); a small machine
+    # keeps a core for everything else
+    cpus = os.cpu_count() or 2
+    return max(1, min(32, cpus if cpus >= 8 else cpus // 2))
 
 
 def precompile(path, jobs, target=None, cuda_device=None, workers=None):
