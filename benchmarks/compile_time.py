@@ -41,6 +41,20 @@ CHILD = textwrap.dedent(
         loss = m(input_ids=ids, labels=ids).loss
         loss.backward()
         sync()
+        return loss.detach()
+    def grads_and_clear():
+        g = [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]
+        model.zero_grad(set_to_none=True)
+        return g
+    # the reference: eager's loss and gradients of the same step (a graph loaded from the
+    # cache must compute what a fresh compile computes)
+    ref_loss = step(model)
+    ref_grads = grads_and_clear()
+    def error(loss):
+        grads = grads_and_clear()
+        err = [(loss - ref_loss).abs().item()]
+        err += [((a - b).abs().max() / (b.abs().max() + 1e-6)).item() for a, b in zip(grads, ref_grads)]
+        return max(err) if len(grads) == len(ref_grads) else float("inf")
     if args["compiler"] == "danlu":
         import danlu
         if args.get("import_bundle"):
@@ -54,12 +68,13 @@ CHILD = textwrap.dedent(
         compiled = torch.compile(model)
         reset = torch._dynamo.reset
     imported = time.perf_counter() - t0
-    t = time.perf_counter(); step(compiled); first = time.perf_counter() - t
-    out = {"first_step_s": first, "import_s": imported}
+    t = time.perf_counter(); loss = step(compiled); first = time.perf_counter() - t
+    out = {"first_step_s": first, "import_s": imported, "max_error": error(loss)}
     if args.get("same_process"):
         reset()
         compiled = danlu.compile(model) if args["compiler"] == "danlu" else torch.compile(model)
-        t = time.perf_counter(); step(compiled); out["warm_same_process_s"] = time.perf_counter() - t
+        t = time.perf_counter(); loss = step(compiled); out["warm_same_process_s"] = time.perf_counter() - t
+        out["max_error"] = max(out["max_error"], error(loss))
     t = time.perf_counter(); step(model); out["eager_step_s"] = time.perf_counter() - t
     if args.get("export_bundle"):
         if args["compiler"] == "danlu":
@@ -104,6 +119,9 @@ def measure(compiler: str, base: dict) -> dict:
         warm = run_child(args, env_for(cache))
         imported = run_child({**args, "import_bundle": bundle}, env_for(fresh))
     return {
+        # largest difference from eager over the four first steps: loss (absolute) and each
+        # gradient (max abs difference over the gradient's max abs value)
+        "max error vs eager": max(r["max_error"] for r in (cold, warm, imported)),
         "cold": cold["first_step_s"],
         "warm, same process": cold["warm_same_process_s"],
         "warm, new process": warm["first_step_s"],
@@ -125,10 +143,14 @@ def main(argv=None):
     rows = {c: measure(c, base) for c in args.compilers.split(",")}
     cols = list(next(iter(rows.values())))
     print(f"GPT-2 style {args.layers}x{args.width}, batch 4x64, one training step, {args.device}")
-    print("| compiler | " + " | ".join(f"{c} s" for c in cols) + " |")
+    print("| compiler | " + " | ".join(c if "error" in c else f"{c} s" for c in cols) + " |")
     print("|---" * (len(cols) + 1) + "|")
     for c, r in rows.items():
-        print(f"| {c} | " + " | ".join(f"{r[k]:.2f}" for k in cols) + " |")
+        print(
+            f"| {c} | "
+            + " | ".join(f"{r[k]:.2g}" if "error" in k else f"{r[k]:.2f}" for k in cols)
+            + " |"
+        )
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"args": base, "rows": rows}, f, indent=1)
