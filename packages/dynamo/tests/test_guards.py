@@ -234,6 +234,27 @@ def test_hasattr_guards():
     assert "not hasattr(L['a'], 'y')" in check.failure_reason({"a": with_y})
 
 
+def test_presence_test_of_an_attribute_that_is_read_anyway_is_left_out():
+    class Config:
+        def __init__(self, **kw):
+            self.__dict__.update(kw)
+
+    def add(gs):
+        gs.hasattr_guard("L['a']", "x", True)
+        gs.constant_match("L['a'].x", 1)
+        gs.hasattr_guard("L['a']", "z", True)  # nothing reads L['a'].z: kept
+        gs.hasattr_guard("L['a']", "y", False)
+
+    check = frame_check(add)
+    assert "hasattr(___v0, 'x')" not in check.source and "hasattr(___v0, 'z')" in check.source
+    assert check({"a": Config(x=1, z=0)})
+    # the read of the missing attribute fails the check as the presence test did
+    assert not check({"a": Config(z=0)})
+    assert not check({"a": Config(x=2, z=0)})
+    assert not check({"a": Config(x=1)})
+    assert not check({"a": Config(x=1, z=0, y=0)})
+
+
 def test_printable_form_has_one_line_per_guard_and_keeps_a_repeated_guard_once():
     x = torch.randn(2, 3)
     gs = GuardSet()
