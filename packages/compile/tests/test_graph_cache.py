@@ -230,3 +230,27 @@ def test_cache_off(cache_dir):
     with danlu.config.patch(graph_cache=False):
         danlu.compile(lambda x: x - 1)(torch.randn(2))
     assert not (cache_dir / "graphs").exists() or not _entries(cache_dir)
+
+
+def test_stored_tensors_keep_their_values_and_exact_layouts():
+    # kernels are built for a constant's strides: an expanded mask (stride 0), a slice of a
+    # bigger tensor, a permutation and a tensor with overlapping rows must come back with
+    # the same strides, not as dense copies
+    from danlu.cache.store import decode_tensors, encode_tensors
+
+    base = torch.randn(6, 10)
+    tensors = {
+        "expanded": torch.randn(1, 7).expand(5, 7),
+        "sliced": base[1:4, 2:9],
+        "permuted": torch.randn(3, 4, 5).permute(2, 0, 1),
+        "overlapping": torch.arange(12.0).as_strided((4, 6), (2, 1)),
+        "flags": torch.rand(3, 2) > 0.5,
+        "empty": torch.empty(0, 3),
+    }
+    index, blob = encode_tensors(tensors)
+    back = decode_tensors(index, blob)
+    for name, t in tensors.items():
+        assert back[name].stride() == t.stride() and back[name].shape == t.shape, name
+        assert back[name].dtype == t.dtype
+        torch.testing.assert_close(back[name], t)
+    assert sum(e["nbytes"] for e in index) == 4 * (7 + 2 * 10 + 7 + 60 + 12) + 6

@@ -38,9 +38,23 @@ class EntryError(Exception):
     """An entry that cannot be used (the message says why)."""
 
 
+def _span(shape, stride) -> int:
+    """Elements of storage a layout reaches, from its first element to its last."""
+    if any(n == 0 for n in shape):
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(shape, stride))
+
+
 def _tensor_bytes(t: torch.Tensor) -> bytes:
-    c = t.detach().to("cpu").contiguous()
-    return bytes(c.view(torch.uint8).reshape(-1).untyped_storage()) if c.numel() else b""
+    """The storage ``t`` spans, first element to last: its layout is then rebuilt exactly,
+    strides included (an expanded constant has stride 0, and the kernels were built for
+    those strides), with ``as_strided`` over those bytes."""
+    t = t.detach()
+    n = _span(t.shape, t.stride())
+    if n == 0:
+        return b""
+    flat = t.as_strided((n,), (1,), t.storage_offset()).to("cpu").clone()
+    return bytes(flat.view(torch.uint8).untyped_storage())
 
 
 def encode_tensors(tensors: dict) -> tuple[list, bytes]:
@@ -79,16 +93,18 @@ def decode_tensors(index: list, blob: bytes) -> dict:
         if len(data) != n or hashlib.sha256(data).hexdigest() != e["sha256"]:
             raise EntryError(f"tensor {e['name']}: bytes truncated or changed")
         shape, stride = [int(x) for x in e["shape"]], [int(x) for x in e["stride"]]
+        span = _span(shape, stride)
+        if n != span * dtype.itemsize:
+            raise EntryError(f"tensor {e['name']}: {n} bytes for a layout that spans {span}")
         flat = (
-            torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype)
             if n
-            else torch.empty(0, dtype=torch.uint8)
+            else torch.empty(0, dtype=dtype)
         )
-        values = flat.view(dtype).reshape(shape) if n else torch.empty(shape, dtype=dtype)
-        t = torch.empty_strided(shape, stride, dtype=dtype)
-        t.copy_(values)
         device = torch.device(e.get("device", "cpu"))
-        out[e["name"]] = t if device.type == "cpu" else t.to(device)
+        if device.type != "cpu":
+            flat = flat.to(device)
+        out[e["name"]] = flat.as_strided(shape, stride, 0)
     return out
 
 
