@@ -14,6 +14,7 @@ import re
 import sympy
 import torch
 
+from danlu_inductor.codegen import workspace
 from danlu_inductor.codegen.pyexpr import pexpr, ptuple
 from danlu_inductor.ir import nodes as ir
 from danlu_inductor.ir.layout import contiguous_strides
@@ -91,6 +92,11 @@ class WrapperCodegen:
         self.kernel_nargs: dict[str, int] = {}
         self.kernel_nsizes: dict[str, int] = {}  # int64 size arguments after the pointers
         self.memory_log: list[str] = []
+        # C++ graphs keep their intermediate buffers between calls (codegen/workspace.py)
+        self.workspace = (
+            workspace.Workspace() if not self.pass_tensors and workspace.enabled() else None
+        )
+        self.kept_buffers: list[str] = []
 
     # ------------------------------------------------------------------ helpers
     def _kernel_name(self, grp, origins) -> str:
@@ -228,6 +234,12 @@ class WrapperCodegen:
                 node = grp.nodes[0].node
                 if self._writes_into_buffer(node):
                     self._allocate_buffer(node, pool, body)
+                if self.workspace is not None and not (
+                    isinstance(node, ir.ExternKernel) and node.op in workspace.FRESH_RESULT_OPS
+                ):
+                    # its result may be a view of what it reads
+                    reads = node.input_buffers() if isinstance(node, ir.ExternKernel) else []
+                    self.workspace.escapes(reads)
                 self._extern_call(node, body)
             else:
                 local = self._local_buffers(grp)
@@ -290,6 +302,9 @@ class WrapperCodegen:
         ]  # symbolic sizes among them evaluate to Python ints
         body.append(f"return [{', '.join(outs)}]")
         del alias_of
+        if self.workspace is not None:
+            self.workspace.escapes(self.output_names)
+            body, self.kept_buffers = self.workspace.apply(body)
         return self._module(body)
 
     def _dtypes(self):
@@ -338,6 +353,8 @@ class WrapperCodegen:
                     continue
                 if all(not ind and sympy.expand(idx - write) == 0 for _, idx, ind in readers):
                     body.append(f"{buf.name} = {cand}  # in place: {cand} dies here")
+                    if self.workspace is not None:
+                        self.workspace.hand_on(buf.name, cand)
                     self.memory_log.append(f"{buf.name} written in place into {cand}")
                     freed.add(cand)
                     return
@@ -349,6 +366,8 @@ class WrapperCodegen:
         if pool.get(key):
             old = pool[key].pop()
             body.append(f"{buf.name} = {old}; del {old}  # reuse")
+            if self.workspace is not None:
+                self.workspace.hand_on(buf.name, old)
             self.memory_log.append(f"{buf.name} reuses {old}")
             return
         lay = buf.layout
@@ -359,6 +378,8 @@ class WrapperCodegen:
             f"{buf.name} = empty_strided({_ints(lay.size)}, {_ints(lay.stride)}, "
             f"dtype={lay.dtype}{dev})"
         )
+        if self.workspace is not None and all(map(is_static, (*lay.size, *lay.stride))):
+            self.workspace.allocate(buf.name, len(body) - 1)
 
     def _extern_call(self, node, body):
         org = f"  # from {', '.join(node.origins)}" if node.origins else ""
@@ -411,6 +432,8 @@ class WrapperCodegen:
         )
         head = [
             f"# danlu_inductor wrapper: run `call(args)`; kernels are {where}",
+            "import threading",
+            "",
             "import torch",
             "from danlu_inductor.runtime import (",
             "    direct_op, empty_strided, ensure_layout, extern_layout, raise_index_error,",
@@ -428,9 +451,13 @@ class WrapperCodegen:
                 head.append(f"    {c} = consts['{c}']")
         head.append("    _err = torch.zeros((), dtype=torch.int64, device=device)")
         head.append("")
-        head.append("    def call(args):")
-        # deferred: the bounds flag is sticky (never zeroed here); the caller reads it
-        head += ["        " + ln for ln in body if ln != ""]
+        lines = ["        " + ln for ln in body if ln != ""]
+        if self.kept_buffers:
+            head += workspace.call_with_workspace(lines)
+        else:
+            head.append("    def call(args):")
+            # deferred: the bounds flag is sticky (never zeroed here); the caller reads it
+            head += lines
         head.append("")
         head.append("    call.err_flag = _err")
         head.append("    return call")
