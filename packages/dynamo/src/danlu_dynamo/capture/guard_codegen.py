@@ -30,6 +30,8 @@ class Guard:
     expr: str  # the Python expression that must be true
     others: tuple = ()  # further sources the expression reads (aliasing guards)
     desc: str = ""  # readable form, when the expression is not (shape guards)
+    # a presence test ``hasattr(S, 'a')``: the source ``S.a`` whose read implies it
+    implied_by: str = ""
 
     def __str__(self):
         return f"{self.kind:<14} {self.desc or self.expr}"
@@ -122,11 +124,11 @@ class GuardSet:
             self._const_names[id(value)] = name
         return name
 
-    def add(self, kind: str, source: str, expr: str, others: tuple = ()):
+    def add(self, kind: str, source: str, expr: str, others: tuple = (), implied_by: str = ""):
         if expr in self._seen:
             return
         self._seen.add(expr)
-        self.guards.append(Guard(kind, source, expr, others))
+        self.guards.append(Guard(kind, source, expr, others, implied_by=implied_by))
 
     def type_match(self, source: str, value):
         self.add("TYPE_MATCH", source, f"type({source}) is {self._const(type(value))}")
@@ -217,7 +219,10 @@ class GuardSet:
 
     def hasattr_guard(self, source: str, name: str, present: bool):
         neg = "" if present else "not "
-        self.add("HASATTR", source, f"{neg}hasattr({source}, {name!r})")
+        # a presence test is implied by a read of the attribute (``_implied_hasattr``); the
+        # child is written as ``Source.attr`` writes plain attribute reads
+        child = f"{source}.{name}" if present and name.isidentifier() else ""
+        self.add("HASATTR", source, f"{neg}hasattr({source}, {name!r})", implied_by=child)
 
     def global_state(self):
         self.add("GLOBAL_STATE", "", f"torch.is_grad_enabled() is {torch.is_grad_enabled()!r}")
@@ -324,21 +329,13 @@ class GuardSet:
         return "\n".join(str(g) for g in self.all_guards())
 
 
-_HASATTR = re.compile(r"hasattr\((.*), '(\w+)'\)")
-
-
 def _implied_hasattr(guard: Guard, read: set) -> bool:
     """``hasattr(S, 'a')`` when another guard reads ``S.a`` (or below it): that read raises
     AttributeError where the attribute is missing, and the check returns False on it.
     Attribute reads of transformers' configs cost ~1 us each (a Python ``__getattribute__``),
     and their presence tests were a tenth of a LLaMA check."""
-    if guard.kind != "HASATTR" or guard.expr.startswith("not "):
-        return False
-    m = _HASATTR.fullmatch(guard.expr)
-    if m is None or m.group(1) != guard.source:
-        return False
-    child = f"{guard.source}.{m.group(2)}"
-    return any(s == child or s.startswith((child + ".", child + "[")) for s in read)
+    child = guard.implied_by
+    return bool(child) and any(s == child or s.startswith((child + ".", child + "[")) for s in read)
 
 
 def _check_function(params: str, lines: list, env: dict, printable: str, first: bool = False):
