@@ -32,7 +32,7 @@ class ExplainOutput:
     def op_count(self):
         return sum(len(o) for o in self.ops_per_graph)
 
-    # the names torch._dynamo.explain's result uses, for code written against it
+    # the attribute names of torch's own explain result, for code written against it
     @property
     def out_guards(self):
         return self.guards

@@ -20,19 +20,6 @@ from __future__ import annotations
 
 import os
 
-import torch
-
-# library kernels whose result is a new tensor, never a view of an argument
-FRESH_RESULT_OPS = frozenset(
-    {
-        torch.ops.aten.convolution.default,
-        torch.ops.aten.mm.default,
-        torch.ops.aten.addmm.default,
-        torch.ops.aten.bmm.default,
-        torch.ops.aten.baddbmm.default,
-    }
-)
-
 
 def enabled() -> bool:
     return os.environ.get("DANLU_CPU_WORKSPACE", "1") != "0"

@@ -35,6 +35,11 @@ _MATMUL_OUT_VARIANTS = {
 }
 
 
+# library kernels whose result is a new tensor, never a view of an argument: a buffer they
+# read stays inside the call (codegen/workspace.py)
+_FRESH_RESULT_OPS = frozenset({torch.ops.aten.convolution.default, *_MATMUL_OUT_VARIANTS})
+
+
 def _ints(exprs):
     """Sizes or strides as Python source (expressions of the bound symbols when symbolic)."""
     return ptuple(exprs)
@@ -234,12 +239,9 @@ class WrapperCodegen:
                 node = grp.nodes[0].node
                 if self._writes_into_buffer(node):
                     self._allocate_buffer(node, pool, body)
-                if self.workspace is not None and not (
-                    isinstance(node, ir.ExternKernel) and node.op in workspace.FRESH_RESULT_OPS
-                ):
-                    # its result may be a view of what it reads
-                    reads = node.input_buffers() if isinstance(node, ir.ExternKernel) else []
-                    self.workspace.escapes(reads)
+                if isinstance(node, ir.ExternKernel) and node.op not in _FRESH_RESULT_OPS:
+                    if self.workspace is not None:  # its result may be a view of what it reads
+                        self.workspace.escapes(node.input_buffers())
                 self._extern_call(node, body)
             else:
                 local = self._local_buffers(grp)
