@@ -140,3 +140,19 @@ def test_library_matmuls_write_into_reused_buffers():
     assert any("reuses" in m for m in c.report["memory"]), src
     res = c(x, w, b, q, k)
     assert res[0].data_ptr() != res[1].data_ptr()
+
+
+def test_permuted_copy_beside_a_pointwise_result_is_correct_in_two_kernels():
+    # the pair from ConvNeXt's backward (a layer-norm output used as is and as an NHWC
+    # copy): matched by flat index the copy's loads of x divide and jump, so each loop gets
+    # its own kernel; values checked against eager, over a contiguous and a channels-last x
+    w = torch.randn(8)
+
+    def fn(x, w):
+        y = x * w.view(1, -1, 1, 1) + 1
+        return y, (x * 3).permute(0, 2, 3, 1).contiguous()
+
+    c = check_same(fn, torch.randn(2, 8, 10, 12), w)
+    assert c.num_kernels == 2, c.fusion_decisions()
+    x = torch.randn(2, 8, 10, 12).contiguous(memory_format=torch.channels_last)
+    check_same(fn, x, w)

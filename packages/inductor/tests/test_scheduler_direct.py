@@ -231,3 +231,45 @@ def test_reshaped_read_of_a_value_written_in_the_kernel_fuses():
     graph, sched = schedule(build_shifted, x)
     assert len(sched.groups) >= 2
     assert_topological(sched)
+
+
+def _permuted_copy_beside(x):
+    """[x + 1, (x * 3).permute(0, 2, 3, 1) as a contiguous buffer]: two loops of one numel
+    whose dims regroup across each other ([2, 4, 6, 6] and [2, 6, 6, 4])."""
+    y = L(aten.add.Tensor)(x, 1)
+    p = L(aten.permute.default)(L(aten.mul.Tensor)(x, 3), [0, 2, 3, 1])
+    return [y, L(aten.clone.default)(p, memory_format=torch.contiguous_format)]
+
+
+def test_a_permuted_copy_does_not_join_a_kernel_by_flat_index():
+    # fused by flat index, the copy's element i is x's element i of the other order: every
+    # load of x divides and jumps; ConvNeXt's backward had such a kernel at 0.68 ms where the
+    # two loops alone take 0.27 ms
+    graph, sched = schedule(_permuted_copy_beside, torch.randn(2, 4, 6, 6))
+    y, p = (b.get_name() for b in graph.graph_outputs)
+    assert group_of(sched)[y] != group_of(sched)[p], sched.describe()
+    assert sched.can_fuse(*sched.groups) is None
+    assert_topological(sched)
+
+
+def test_a_permuted_copy_of_a_channels_last_input_joins_by_flat_index():
+    # the same pair over a channels-last x: the NHWC copy's flat order is x's memory order,
+    # so the flat-index match walks memory in order and the loops stay one kernel
+    x = torch.randn(2, 4, 6, 6).contiguous(memory_format=torch.channels_last)
+    graph, sched = schedule(_permuted_copy_beside, x)
+    (g,) = sched.groups
+    assert set(g.placements.values()) == {"x"}
+
+
+def test_a_flat_view_still_joins_a_kernel_of_another_shape():
+    # [x + 1, (x * 2).view(2, 6, 6, 4)]: the view walks x's memory in the kernel's order, so
+    # the flat-index match costs no division and the two loops stay one kernel
+    def build(x):
+        return [
+            L(aten.add.Tensor)(x, 1),
+            L(aten.mul.Tensor)(L(aten.view.default)(x, [2, 6, 6, 4]), 2),
+        ]
+
+    graph, sched = schedule(build, torch.randn(2, 4, 6, 6))
+    (g,) = sched.groups
+    assert set(g.placements.values()) == {"x"}

@@ -277,6 +277,41 @@ def simplify_index(expr: Expr) -> Expr:
     return sympy.expand(sympy.Add(*terms))
 
 
+def affine_on_loop(index, loop, samples: int = 12) -> bool:
+    """Whether ``index`` walks memory as an affine function of the loop variables over the
+    loop space ``[(var, size), ...]``: the slopes read at the origin, then checked at the far
+    corner and at ``samples`` pseudo-random points (a cost estimate, never a legality proof:
+    it sees through div/mod nests that ``simplify_index`` cannot fold). Undecidable indices
+    (symbols other than the loop's) count as affine."""
+    import random
+
+    sizes = [(v, hint(s)) for v, s in loop if index.has(v)]
+
+    def at(point):
+        value = index.xreplace({v: sympy.Integer(i) for (v, _), i in zip(sizes, point)})
+        return int(value) if value.is_Integer else None
+
+    origin = at([0] * len(sizes))
+    if origin is None:
+        return True
+    slopes = []
+    for k, (_, size) in enumerate(sizes):
+        step = at([1 if j == k else 0 for j in range(len(sizes))]) if size > 1 else origin
+        if step is None:
+            return True
+        slopes.append(step - origin)
+    rng = random.Random(0)
+    points = [[size - 1 for _, size in sizes]]
+    points += [[rng.randrange(max(size, 1)) for _, size in sizes] for _ in range(samples)]
+    for point in points:
+        value = at(point)
+        if value is None:
+            return True
+        if value != origin + sum(c * i for c, i in zip(slopes, point)):
+            return False
+    return True
+
+
 def unit_stride(index, var, loop) -> bool:
     """Whether one step of ``var`` moves ``index`` by one element: read off the expression
     when ``var`` appears linearly, else tried at three points of the loop space (a flattened

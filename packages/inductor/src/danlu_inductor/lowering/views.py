@@ -201,14 +201,9 @@ def _infer_size(shape, numel):
     return shape
 
 
-def reshape_indexer(old_size, new_size):
-    """Maps an index of ``new_size`` to one of ``old_size`` (same numel): dims are matched in
-    groups of equal products so aligned reshapes need no division. Symbolic sizes are grouped
-    by their hints; a group whose products differ as expressions is refused."""
-    old_e, new_e = as_exprs(old_size), as_exprs(new_size)
-    old = [hint(s) for s in old_e]
-    new = [hint(s) for s in new_e]
-    groups = []  # (old dims, new dims)
+def _dim_groups(old, new):
+    """Dims of two shapes of one numel (ints) matched in groups of equal products."""
+    groups = []
     i = j = 0
     while i < len(old) or j < len(new):
         oi, nj = [], []
@@ -236,9 +231,32 @@ def reshape_indexer(old_size, new_size):
                 j += 1
             else:
                 break
+        groups.append((oi, nj))
+    return groups
+
+
+def reshape_crosses_dims(old_size, new_size) -> bool:
+    """Does reshaping ``old_size`` to ``new_size`` regroup dims across each other ([6, 4] ->
+    [4, 6]) rather than only split or merge them ([24] -> [4, 6], [2, 3, 4] -> [6, 4])?"""
+    old = [hint(s) for s in as_exprs(old_size)]
+    new = [hint(s) for s in as_exprs(new_size)]
+    return any(
+        sum(old[k] != 1 for k in oi) > 1 and sum(new[k] != 1 for k in nj) > 1
+        for oi, nj in _dim_groups(old, new)
+    )
+
+
+def reshape_indexer(old_size, new_size):
+    """Maps an index of ``new_size`` to one of ``old_size`` (same numel): dims are matched in
+    groups of equal products so aligned reshapes need no division. Symbolic sizes are grouped
+    by their hints; a group whose products differ as expressions is refused."""
+    old_e, new_e = as_exprs(old_size), as_exprs(new_size)
+    old = [hint(s) for s in old_e]
+    new = [hint(s) for s in new_e]
+    groups = _dim_groups(old, new)  # (old dims, new dims)
+    for oi, nj in groups:
         if not same(product([old_e[k] for k in oi]), product([new_e[k] for k in nj])):
             raise DynamicShapeUnsupported(f"reshape {old_e} -> {new_e}: dims do not group")
-        groups.append((oi, nj))
 
     def reindex(index):
         out = [sympy.Integer(0)] * len(old)

@@ -14,11 +14,14 @@ import sympy
 from danlu_inductor.ir import nodes as ir
 from danlu_inductor.ir.symbols import (
     DynamicShapeUnsupported,
+    affine_on_loop,
     hint,
     index_vars,
+    product,
     simplify_index,
     unit_stride,
 )
+from danlu_inductor.lowering.views import reshape_crosses_dims
 from danlu_inductor.options import verify_ir_enabled
 from danlu_inductor.scheduler.nodes import (
     ExternSchedulerNode,
@@ -292,6 +295,12 @@ class Scheduler:
             if k[0] != k[1]
         ]
 
+    def _numel(self, name) -> int:
+        buf = self.graph.name_to_buffer.get(name)
+        if buf is None or buf.layout is None:
+            return 0
+        return hint(product(buf.layout.size))
+
     def _bytes(self, name):
         buf = self.graph.name_to_buffer.get(name)
         if buf is None or buf.layout is None:
@@ -352,13 +361,37 @@ class Scheduler:
             return None
         try:
             merged = FusionGroup(nodes, xs, rs)
-            if not self._legal(merged):
+            if not self._legal(merged) or self._reshape_scatters(merged):
                 return None
             if self.graph.for_gpu and not self._xr_members_coalesced(merged):
                 return None
         except DynamicShapeUnsupported:  # symbolic dims that do not line up: separate kernels
             return None
         return merged
+
+    def _reshape_scatters(self, g: FusionGroup) -> bool:
+        """Does a member whose dims regroup the kernel's across dims (a [2, 56, 56, 40] buffer
+        in a [2, 40, 56, 56] kernel) walk a whole-size buffer out of memory order? Such a
+        member is matched to the kernel by flat index; that costs nothing while both walk
+        their memory in logical order (contiguous buffers: only per-channel reads divide),
+        but beside a channels-last buffer, or reading a permuted one, it pairs elements that
+        are far apart in memory: each loop is faster alone."""
+        for n in g.nodes:
+            place = g.placements[n.name]
+            sizes = g.xsizes if place != "xr" else g.xsizes + g.rsizes
+            if place == "reduction" or not reshape_crosses_dims(n.ranges, sizes):
+                continue
+            own_loop = list(zip(index_vars("x", len(n.ranges)), n.ranges))
+            kernel_loop = list(zip([*g.xvars, *g.rvars], [*g.xsizes, *g.rsizes]))
+            pairs = [(n.write_index([v for v, _ in own_loop]), g.write_in_kernel(n))]
+            numel = hint(n.numel)
+            for d, (name, index, _) in zip(n.reads, g.reads_in_kernel(n)):
+                if self._numel(name) == numel:
+                    pairs.append((d.index, index))
+            for own, fused in pairs:
+                if affine_on_loop(own, own_loop) and not affine_on_loop(fused, kernel_loop):
+                    return True
+        return False
 
     def _xr_members_coalesced(self, g: FusionGroup) -> bool:
         """A pointwise member placed inside a reduction's loop ("xr") walks its elements in
