@@ -29,6 +29,7 @@ from danlu_inductor.codegen.loop_order import memory_order
 from danlu_inductor.codegen.op_handler import CSEVar
 from danlu_inductor.ir.ops import V
 from danlu_inductor.ir.symbols import (
+    Clamp,
     FloorDiv,
     as_exprs,
     hint,
@@ -49,6 +50,10 @@ WIDE_ACC_MIN_R = 4096
 # short and the outer loops repeat it at least TABLE_MIN_OUTER times
 TABLE_MAX_INNER = 4096
 TABLE_MIN_OUTER = 4
+# a pointwise kernel whose loads clamp the inner index (cat, constant padding) runs one inner
+# loop per piece of the index where every clamp is either the identity or a constant
+SPLIT_MIN_INNER = 16
+SPLIT_MAX_PIECES = 9
 
 
 class Scope:
@@ -79,6 +84,7 @@ class CppKernel:
         self.size_args: list[str] = []  # symbolic sizes the kernel reads, after the pointers
         self.inner_vars: set[str] = set()
         self.inner_x = None  # innermost loop variable of a pointwise kernel (for hoisting)
+        self.inner_range = None  # (first, end) of the inner loop's piece being generated
         # per temporary: its C type and expression, and the loop variables it depends on
         # ("?" for what cannot be recomputed elsewhere: indirect indices)
         self.defs: dict[str, tuple[str, str]] = {}
@@ -121,6 +127,50 @@ class CppKernel:
 
     def _final(self, exprs):
         return [sympy.expand(sympy.sympify(e).xreplace(self.sub)) if self.sub else e for e in exprs]
+
+    def _inner_clamps(self, index):
+        """``(clamp, offset)`` for each clamp of ``inner index + offset`` in ``index``."""
+        out = []
+        for c in sympy.sympify(index).atoms(Clamp):
+            a, lo, hi = c.args
+            offset = sympy.expand(a - self.xvars[-1])
+            if offset.is_Integer and lo.is_Integer and hi.is_Integer:
+                out.append((c, int(offset)))
+        return out
+
+    def _inner_pieces(self):
+        """The inner loop cut where some load's clamp of the inner index starts or stops
+        being the identity (a cat's inputs, a padded row's edges): in each piece every such
+        load reads contiguously or one fixed element, where one loop over the whole row
+        loaded every input at a clamped index and selected. None when nothing is cut."""
+        if os.environ.get("DANLU_CPP_PIECES") == "0" or not is_static(self.xsizes[-1]):
+            return None
+        n = int(self.xsizes[-1])
+        if n < SPLIT_MIN_INNER:
+            return None
+        cuts = set()
+        for e in self._final(self.accesses):
+            for c, offset in self._inner_clamps(e):
+                _, lo, hi = c.args
+                cuts.update(p for p in (int(lo) - offset, int(hi) + 1 - offset) if 0 < p < n)
+        if not cuts or len(cuts) + 1 > SPLIT_MAX_PIECES:
+            return None
+        points = [0, *sorted(cuts), n]
+        return list(zip(points[:-1], points[1:]))
+
+    def _within_piece(self, index):
+        """``index`` with each clamp of the inner index resolved for the current piece."""
+        first, end = self.inner_range
+        sub = {}
+        for c, offset in self._inner_clamps(index):
+            a, lo, hi = c.args
+            if int(lo) <= first + offset and end - 1 + offset <= int(hi):
+                sub[c] = a
+            elif end - 1 + offset < int(lo):
+                sub[c] = lo
+            elif first + offset > int(hi):
+                sub[c] = hi
+        return sympy.expand(index.xreplace(sub)) if sub else index
 
     # --------------------------------------------------------------------------- emitting
     def emit(self, expr: str, dtype) -> CSEVar:
@@ -228,7 +278,10 @@ class CppKernel:
         if name in self.locals:
             return self.locals[name]
         dtype = self.buffer_dtype[name]
-        expr = f"{self.ptr(name)}[{cexpr(simplify_index(index))}]"
+        index = simplify_index(index)
+        if self.inner_range is not None:
+            index = self._within_piece(index)
+        expr = f"{self.ptr(name)}[{cexpr(index)}]"
         if dtype == torch.bfloat16:
             expr = f"dl_from_bf16({expr})"
         elif dtype == torch.float16:
@@ -329,13 +382,28 @@ class CppKernel:
         )
         self.split = split
         self.vertical = not split and not self.scratch and vertical.wanted(self)
-        for kind, members in g.phases:
-            if kind == "x":
-                for n in members:
-                    value, idx, _ = self._node_value(n)
-                    self._store_node(n, value, idx)
-            else:
-                self._reduction_phase(members, rn, split)
+        pieces = self._inner_pieces() if self.pw_inner is not None else None
+        piece_bodies = []
+        if pieces:
+            self.table_size = None  # a table fills the whole inner range; pieces read parts
+            for first, end in pieces:
+                self.pw_inner = self.scope = Scope(body)
+                self.inner_range = (first, end)
+                self.locals = {}
+                for _, members in g.phases:  # pointwise: "x" phases only
+                    for n in members:
+                        value, idx, _ = self._node_value(n)
+                        self._store_node(n, value, idx)
+                piece_bodies.append((first, end, self.pw_inner.lines))
+            self.inner_range = None
+        else:
+            for kind, members in g.phases:
+                if kind == "x":
+                    for n in members:
+                        value, idx, _ = self._node_value(n)
+                        self._store_node(n, value, idx)
+                else:
+                    self._reduction_phase(members, rn, split)
         inner = body.lines
         rn_decl = max(rn, 1)  # scratch rows exist for static reduction sizes only
         for name in sorted(self.scratch):
@@ -344,13 +412,16 @@ class CppKernel:
         lines = self._table_prelude()
         if not g.has_reduction and len(self.xsizes) >= 2:
             # outer loops (threads) / per-outer-index invariants / innermost simd loop
-            innermost = _loop_nest(
-                self.xvars[-1:],
-                self.xsizes[-1:],
-                self.pw_inner.lines,
-                parallel=False,
-                simd_inner=True,
-            )
+            innermost = []
+            for first, end, piece in piece_bodies or [(0, self.xsizes[-1], self.pw_inner.lines)]:
+                innermost += _loop_nest(
+                    self.xvars[-1:],
+                    [end],
+                    piece,
+                    parallel=False,
+                    simd_inner=True,
+                    starts=[first],
+                )
             lines += _loop_nest(
                 self.xvars[:-1],
                 self.xsizes[:-1],

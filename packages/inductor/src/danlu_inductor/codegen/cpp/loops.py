@@ -5,8 +5,18 @@ from __future__ import annotations
 from danlu_inductor.codegen.cpp.printer import cexpr
 
 
-def loop_nest(variables, sizes, body, parallel, simd_inner, simd_pragma=None, outer_pragma=None):
-    """Nested for loops; the outer ones shared by threads, the innermost one `omp simd`."""
+def loop_nest(
+    variables,
+    sizes,
+    body,
+    parallel,
+    simd_inner,
+    simd_pragma=None,
+    outer_pragma=None,
+    starts=None,
+):
+    """Nested for loops; the outer ones shared by threads, the innermost one `omp simd`.
+    ``starts``: each loop's first index (0 when not given); ``sizes`` are its ends."""
     if not sizes:
         return ["{"] + ["    " + b for b in body] + ["}"]
     n = len(sizes)
@@ -30,7 +40,8 @@ def loop_nest(variables, sizes, body, parallel, simd_inner, simd_pragma=None, ou
     for d, (v, s) in enumerate(zip(variables, sizes)):
         if d == n - 1 and n > 1 and simd_inner and outer_pragma is None:
             lines.append(indent + (simd_pragma or "#pragma omp simd"))
-        lines.append(f"{indent}for (int64_t {v} = 0; {v} < {cexpr(s)}; {v}++)")
+        first = cexpr(starts[d]) if starts is not None else "0"
+        lines.append(f"{indent}for (int64_t {v} = {first}; {v} < {cexpr(s)}; {v}++)")
         indent += "    "
     lines[-1] += ""
     lines.append(indent[:-4] + "{")
