@@ -18,7 +18,13 @@ from danlu_inductor.codegen import workspace
 from danlu_inductor.codegen.pyexpr import pexpr, ptuple
 from danlu_inductor.ir import nodes as ir
 from danlu_inductor.ir.layout import contiguous_strides
-from danlu_inductor.ir.symbols import DynamicShapeUnsupported, is_static, product
+from danlu_inductor.ir.symbols import (
+    DynamicShapeUnsupported,
+    is_static,
+    product,
+    same,
+    same_sizes,
+)
 
 SCRATCH_MAX_ELEMENTS = 16384
 
@@ -130,6 +136,8 @@ class WrapperCodegen:
             for e in (*lay.size, *lay.stride, lay.offset):
                 self._sym(e)
             name = a.buffer.get_name()
+            if self._whole_buffer(a):
+                return name
             offset = pexpr(lay.offset)
             if not isinstance(a.buffer, ir.ComputedBuffer):
                 # as_strided counts from the storage's start; an input, a constant or a library
@@ -153,6 +161,28 @@ class WrapperCodegen:
         if isinstance(a, torch.dtype):
             return str(a)
         return self._const(a)
+
+    def _whole_buffer(self, view) -> bool:
+        """Is ``view`` its buffer as the wrapper holds it: a graph input (after its layout
+        check, or under its caller's promise) or a buffer allocated here, with the same
+        sizes and strides from its first element? Then the buffer itself is passed: an
+        ``as_strided`` call per library argument costs a dispatcher round trip (BERT's
+        training step made 175 a step, most of them of a weight as it is)."""
+        buf, lay = view.buffer, view.layout
+        name = buf.get_name()
+        if name in self.graph.graph_inputs:
+            base = self.graph.graph_inputs[name].layout
+        elif isinstance(buf, ir.ComputedBuffer):
+            base = buf.layout
+        else:  # constants and library results: their tensors' strides are not planned here
+            return False
+        return (
+            base is not None
+            and lay.dtype == base.dtype
+            and same(lay.offset, 0)
+            and same_sizes(lay.size, base.size)
+            and same_sizes(lay.stride, base.stride)
+        )
 
     # ------------------------------------------------------------------ planning
     def _plan(self):
