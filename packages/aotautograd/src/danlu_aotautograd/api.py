@@ -43,27 +43,33 @@ def _placeholder_values(gm: fx.GraphModule) -> list:
     return [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
 
 
-def _saved_layouts(fw, backward: fx.GraphModule, num_fw_outputs: int) -> list:
+def _saved_layouts(fw, backward: fx.GraphModule, num_fw_outputs: int) -> tuple[list, list]:
     """The backward's example inputs, the saved values with the strides the compiled forward
     gives them (``fw.output_strides``, when its compiler reports them); their placeholders'
-    ``meta["val"]`` follow."""
+    ``meta["val"]`` follow. Also, per backward input, whether its layout is known: a saved
+    value whose strides the forward reported (the tensor the compiled forward returns reaches
+    the backward as it is); incoming gradients and anything unreported are not."""
     placeholders = [n for n in backward.graph.nodes if n.op == "placeholder"]
     values = [n.meta["val"] for n in placeholders]
+    known = [False] * len(values)
     strides = getattr(fw, "output_strides", None)
     if not isinstance(strides, list) or backward.meta.get("shape_env") is not None:
-        return values
+        return values, known
     for i, stride in enumerate(strides[num_fw_outputs:]):
         if i >= len(values):
             break
         val = values[i]
-        if stride is None or not isinstance(val, ShadowTensor) or val.stride() == stride:
+        if stride is None or not isinstance(val, ShadowTensor):
             continue
         if len(stride) != val.dim() or val.storage_offset() != 0:
+            continue
+        known[i] = True
+        if val.stride() == stride:
             continue
         elem = torch.empty_strided(val.shape, stride, dtype=val.dtype, device="meta")
         new = ShadowTensor(elem, val.device, requires_grad=val.requires_grad)
         values[i] = placeholders[i].meta["val"] = new
-    return values
+    return values, known
 
 
 def _plain_tensors(values) -> bool:
@@ -361,8 +367,9 @@ class AotFunction:
         """A static program (``dynamic_dims=None``) is kept under its inputs' exact sizes and
         strides (``_input_key``) and called only with such inputs, so its forward (or
         inference) graph says so to its compiler: ``meta["input_layouts_fixed"]``; a compiler
-        may then skip checking or copying their layouts. The backward's inputs (saved values,
-        incoming gradients) carry no such promise."""
+        may then skip checking or copying their layouts. The backward's saved values whose
+        strides the compiled forward reports get the promise too (a list, one flag per
+        backward input); incoming gradients do not."""
         timings = {}
         self.stats["traces"] += 1
         lazy = lazy_view_positions(flat)
@@ -392,7 +399,10 @@ class AotFunction:
             if dynamic_dims is None:
                 partition.forward.meta["input_layouts_fixed"] = True
             fw = self.fw_compiler(partition.forward, _placeholder_values(partition.forward))
-            bw_inputs = _saved_layouts(fw, partition.backward, program.num_fw_outputs)
+            bw_inputs, known = _saved_layouts(fw, partition.backward, program.num_fw_outputs)
+            if dynamic_dims is None and not program.written_inputs and any(known):
+                # saved values of an input the program writes are cloned at run time
+                partition.backward.meta["input_layouts_fixed"] = known
             bw = self.bw_compiler(partition.backward, bw_inputs)
             timings["compile"] = time.perf_counter() - start
             compiled = CompiledProgram(program, fw, bw, partition, partition.forward, timings)

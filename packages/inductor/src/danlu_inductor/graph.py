@@ -60,8 +60,14 @@ class GraphLowering:
         # training step): they keep the layout chosen here instead of eager's
         self.free_outputs_from = gm.meta.get("saved_for_backward_from")
         # the caller calls with the example inputs' exact sizes and strides (aotautograd's
-        # static programs): the wrapper does not check the inputs' layouts again
-        self.input_layouts_fixed = bool(gm.meta.get("input_layouts_fixed"))
+        # static programs; True for every input, or one flag per input: a backward's saved
+        # values): the wrapper does not check those inputs' layouts again
+        fixed = gm.meta.get("input_layouts_fixed")
+        placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        if isinstance(fixed, (list, tuple)):
+            self.fixed_layout_inputs = {n for n, f in zip(placeholders, fixed) if f}
+        else:
+            self.fixed_layout_inputs = set(placeholders) if fixed else set()
         self.example_inputs = list(example_inputs)
         self.buffers: list[ir.Buffer] = []
         self.name_to_buffer: dict[str, ir.Buffer] = {}
@@ -391,6 +397,21 @@ class GraphLowering:
             else None
             for r in self.graph_outputs
         ]
+
+    @property
+    def output_layouts(self) -> list:
+        """Per output: (sizes, strides) as ints, None for non-tensors and symbolic layouts."""
+        out = []
+        for r in self.graph_outputs:
+            lay = getattr(r, "layout", None)
+            dims = (*lay.size, *lay.stride) if lay is not None else ()
+            static = lay is not None and all(getattr(s, "is_Integer", False) for s in dims)
+            out.append(
+                (tuple(int(s) for s in lay.size), tuple(int(s) for s in lay.stride))
+                if static
+                else None
+            )
+        return out
 
 
 def _other_strides(buf, stride) -> bool:

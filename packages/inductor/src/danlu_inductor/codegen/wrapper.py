@@ -249,7 +249,7 @@ class WrapperCodegen:
             if name not in graph.graph_inputs:
                 continue  # a size (int) input: read by the bindings above
             lay = graph.graph_inputs[name].layout
-            if graph.input_layouts_fixed and all(map(is_static, (*lay.size, *lay.stride))):
+            if name in graph.fixed_layout_inputs and all(map(is_static, (*lay.size, *lay.stride))):
                 continue
             body.append(f"{name} = ensure_layout({name}, {_ints(lay.size)}, {_ints(lay.stride)})")
         for cname in graph.constants:

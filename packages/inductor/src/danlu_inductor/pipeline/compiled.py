@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import logging
 
+import torch
 from torch.utils import _pytree as pytree
 
 from danlu_inductor.pipeline.report import eager_report
-from danlu_inductor.runtime import FlagWatch, KernelLaunchError
+from danlu_inductor.runtime import FlagWatch, KernelLaunchError, ensure_layout
 
 log = logging.getLogger("danlu_inductor")
 
@@ -73,10 +74,14 @@ class FirstCallGuard:
     """Runs the wrapper's ``call``; if a Triton kernel fails on the first call (it compiles
     on first use when it was not compiled ahead), the graph runs eagerly from then on."""
 
-    def __init__(self, call, gm, report, check_err=False):
+    def __init__(self, call, gm, report, check_err=False, output_layouts=None):
         self.call = call
         self.gm = gm
         self.report = report
+        # per flat output, the (sizes, strides) the compiled code returns it with, or None:
+        # an eager fallback keeps them, since a backward compiled for the saved values'
+        # layouts reads them without checking (aotautograd's per-input layout promise)
+        self.output_layouts = output_layouts
         self.first = True
         self.eager = False
         # the wrapper deferred its bounds checks (for CUDA graph capture): plain calls read
@@ -90,7 +95,7 @@ class FirstCallGuard:
 
     def __call__(self, args):
         if self.eager:
-            return list(pytree.tree_leaves(self.gm(*args)))
+            return self._eager(args)
         if not self.first:
             return self._checked(self.call(args))
         saved = list(args)
@@ -102,9 +107,18 @@ class FirstCallGuard:
             log.warning("danlu_inductor: %s; running the graph eagerly from now on", e)
             self.report["fallback_reason"] = str(e)
             self.eager = True
-            return list(pytree.tree_leaves(self.gm(*saved)))
+            return self._eager(saved)
         self.first = False
         return self._checked(out)
+
+    def _eager(self, args):
+        out = list(pytree.tree_leaves(self.gm(*args)))
+        if self.output_layouts is None:
+            return out
+        return [
+            ensure_layout(o, *lay) if lay is not None and isinstance(o, torch.Tensor) else o
+            for o, lay in zip(out, self.output_layouts)
+        ]
 
     def _checked(self, out):
         if self.check_err:

@@ -164,7 +164,13 @@ def compile_triton(gm, example_inputs, device: torch.device, opts) -> CompiledGr
         },
     )
     log_fallback_kernels(graph)
-    guarded = FirstCallGuard(call, gm, report, check_err=defer and wrapper.uses_err)
+    guarded = FirstCallGuard(
+        call,
+        gm,
+        report,
+        check_err=defer and wrapper.uses_err,
+        output_layouts=graph.output_layouts,
+    )
     compiled = CompiledGraph(
         guarded, graph.out_spec, wrapper.source, module_source, graph, scheduler, report
     )
