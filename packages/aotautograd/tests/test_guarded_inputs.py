@@ -137,3 +137,28 @@ def test_dynamic_programs_do_not_promise_layouts():
         x = torch.randn(n, 8)
         torch.testing.assert_close(compiled(x), (x * 2).sum(1))
     assert seen and not any(seen)
+
+
+def _column_major(t):
+    # a saved-tensor hook that hands the backward other strides (same values)
+    return t.t().contiguous().t() if t.dim() == 2 else t
+
+
+def test_saved_tensor_hooks_that_change_strides_keep_the_promise():
+    seen: list = []
+    gen = torch.Generator().manual_seed(torch.seed() % 2**31)
+    w = torch.randn(16, 12, generator=gen, requires_grad=True)
+    b = torch.randn(12, generator=gen, requires_grad=True)
+    compiler = _recording_compiler(seen)
+    x = torch.randn(24, 16, generator=gen)
+    compiled = da.aot_graph(torch.fx.symbolic_trace(_block), [x, w, b], compiler, compiler)
+    for _ in range(2):
+        x = torch.randn(24, 16, generator=gen, requires_grad=True)
+        with torch.autograd.graph.saved_tensors_hooks(_column_major, _column_major):
+            out = compiled(x, w, b)
+        gx, gw = torch.autograd.grad(out.square().sum(), (x, w))
+        x_r, w_r = x.detach().requires_grad_(), w.detach().requires_grad_()
+        rx, rw = torch.autograd.grad(_block(x_r, w_r, b).square().sum(), (x_r, w_r))
+        torch.testing.assert_close(gx, rx)
+        torch.testing.assert_close(gw, rw)
+    assert any(isinstance(s, list) and any(s) for s in seen), seen

@@ -406,6 +406,9 @@ class AotFunction:
             bw = self.bw_compiler(partition.backward, bw_inputs)
             timings["compile"] = time.perf_counter() - start
             compiled = CompiledProgram(program, fw, bw, partition, partition.forward, timings)
+            compiled.saved_layouts_promised = bool(
+                partition.backward.meta.get("input_layouts_fixed")
+            )
         else:
             gm = program.graph_module
             _mark_shape_env(program, gm)

@@ -140,6 +140,7 @@ def program_artifact(compiled: CompiledProgram, graph_artifact) -> tuple[dict, d
         "slots": [_slot(s, tensors, k) for k, s in enumerate(prog.slots)],
         "out_spec": out_spec,
         "graphs": graphs,
+        "saved_layouts_promised": compiled.saved_layouts_promised,
     }
     return meta, tensors
 
@@ -165,7 +166,9 @@ def load_program(meta: dict, tensors: dict, load_graph) -> CompiledProgram:
         slots=[_unslot(s, tensors) for s in meta["slots"]],
         out_spec=pytree.treespec_loads(meta["out_spec"]),
     )
-    return CompiledProgram(prog, compiled["forward"], compiled.get("backward"), None, None)
+    loaded = CompiledProgram(prog, compiled["forward"], compiled.get("backward"), None, None)
+    loaded.saved_layouts_promised = bool(meta.get("saved_layouts_promised", False))
+    return loaded
 
 
 def cached_runner(compiled: CompiledProgram, module, example_args: list, slow_path):

@@ -40,6 +40,10 @@ class CompiledProgram:
     # positions (in flat_args) of inputs traced as negative or conjugate views: resolved
     # before the graphs read them (capture's guards keep the views' bits the same per call)
     lazy_inputs: tuple = ()
+    # the backward was compiled without checking its saved values' layouts (aotautograd
+    # promised the strides the forward reported): a saved-tensor hook that changes them is
+    # undone before the backward runs
+    saved_layouts_promised: bool = False
 
     def __call__(self, flat_args: list, binding: dict | None = None) -> Any:
         prog = self.program
@@ -158,6 +162,26 @@ def _keeps_graph() -> bool:
     return True if query is None else bool(query())
 
 
+def _saved_tensor_hooks_active() -> bool:
+    """Whether ``torch.autograd.graph.saved_tensors_hooks`` (or ``save_on_cpu``) is on: its
+    unpack may hand the backward a tensor with other strides. True where torch cannot say."""
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    return True if top is None else top(False) is not None
+
+
+def _with_layouts(tensors, layouts):
+    """``tensors`` in the (sizes, strides) they had when saved (None: as they are)."""
+    if layouts is None:
+        return tensors
+    out = []
+    for t, (size, stride) in zip(tensors, layouts):
+        if t.shape != size or t.stride() != stride:
+            copy = torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
+            t = copy.copy_(t)
+        out.append(t)
+    return out
+
+
 class _CompiledFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, compiled: CompiledProgram, *args):
@@ -182,6 +206,11 @@ class _CompiledFunction(torch.autograd.Function):
         ctx.save_for_backward(*[s for s, k in zip(saved, kept) if k])
         ctx.intermediates = [s for s, k in zip(saved, kept) if not k]
         ctx.from_saved = kept
+        ctx.kept_layouts = (
+            [(s.shape, s.stride()) for s, k in zip(saved, kept) if k]
+            if compiled.saved_layouts_promised and _saved_tensor_hooks_active()
+            else None
+        )
         ctx.compiled = compiled
         ctx.mark_non_differentiable(
             *[o for o, d in zip(fw_outs, prog.fw_differentiable) if not d and torch.is_tensor(o)]
@@ -202,7 +231,7 @@ class _CompiledFunction(torch.autograd.Function):
             for g, d in zip(grad_outputs, prog.fw_differentiable)
             if d
         ]
-        kept = iter(ctx.saved_tensors)
+        kept = iter(_with_layouts(ctx.saved_tensors, ctx.kept_layouts))
         intermediates = iter(ctx.intermediates)
         if not _keeps_graph():  # retain_graph=True: a second backward needs them again
             ctx.intermediates = None
