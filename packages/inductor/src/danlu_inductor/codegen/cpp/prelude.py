@@ -161,32 +161,39 @@ static inline float dl_tanh(float x) {
 }
 static inline double dl_tanh(double x) { return std::tanh(x); }
 static inline float dl_erf(float x) {
-    // |x| < 0.5: Maclaurin series (relative accuracy near 0). Else 1 - erfc with
-    // erfc(x) = exp(-x^2) P(t), t = 1 / (1 + x/2), P a degree-7 least-squares fit of
-    // erfc(x) exp(x^2) on [0.5, 4] (absolute error 1e-8). |x| >= 4: erf rounds to 1.
+    // Two polynomials, no division and no exp (tools/fit_erf.py fits them): |x| < 1:
+    // x P(x^2), P of degree 6 (relative error 1.2e-9); 1 <= |x| < 4: 1 - erfc(x) with erfc a
+    // degree-14 polynomial in u = (2|x| - 5) / 3 (absolute error 9.4e-9); |x| >= 4: 1.
+    // float32: at most 2.5 ulp over every float (2.6 without FMA). The exp-and-division form
+    // it replaced took a GELU over 1M floats from 0.31 to 0.42 ms (2 threads).
     float ax = std::min(std::fabs(x), 4.0f);
-    float x2 = ax * ax;
-    float s = -1.4925650248187594e-05f;
-    s = DL_FMA(s, x2, 0.00012055332626914605f);
-    s = DL_FMA(s, x2, -0.0008548327023163438f);
-    s = DL_FMA(s, x2, 0.005223977845162153f);
-    s = DL_FMA(s, x2, -0.02686617150902748f);
-    s = DL_FMA(s, x2, 0.11283791810274124f);
-    s = DL_FMA(s, x2, -0.37612637877464294f);
-    s = DL_FMA(s, x2, 1.128379225730896f);
-    float small = ax * s;
-    float t = 1.0f / DL_FMA(0.5f, ax, 1.0f);
-    float p = 0.08144846558570862f;
-    p = DL_FMA(p, t, -0.30990323424339294f);
-    p = DL_FMA(p, t, 0.26998141407966614f);
-    p = DL_FMA(p, t, 0.19171367585659027f);
-    p = DL_FMA(p, t, 0.16996684670448303f);
-    p = DL_FMA(p, t, 0.3237192928791046f);
-    p = DL_FMA(p, t, 0.2721497714519501f);
-    p = DL_FMA(p, t, 0.0009320028475485742f);
-    float big = 1.0f - dl_expf(-x2) * p;
-    float r = ax < 0.5f ? small : big;
-    r = std::copysign(r, x);
+    float t = ax * ax;
+    float p = 7.854075269573731e-05f;
+    p = DL_FMA(p, t, -0.0008010256695497073f);
+    p = DL_FMA(p, t, 0.0051883346383501325f);
+    p = DL_FMA(p, t, -0.02685381545580391f);
+    p = DL_FMA(p, t, 0.11283585228869404f);
+    p = DL_FMA(p, t, -0.3761262583088935f);
+    p = DL_FMA(p, t, 1.128379165727592f);
+    float small = ax * p;
+    float u = DL_FMA(ax, 0.6666666666666666f, -1.6666666666666667f);
+    float s = -0.00026160720259839733f;
+    s = DL_FMA(s, u, -9.913388921764112e-05f);
+    s = DL_FMA(s, u, 0.0020458357124729597f);
+    s = DL_FMA(s, u, -0.0015293982434137594f);
+    s = DL_FMA(s, u, -0.004685659494646824f);
+    s = DL_FMA(s, u, 0.01039497370249635f);
+    s = DL_FMA(s, u, -0.006624583457548391f);
+    s = DL_FMA(s, u, -0.009569197904008798f);
+    s = DL_FMA(s, u, 0.03186355458709508f);
+    s = DL_FMA(s, u, -0.04639252600902515f);
+    s = DL_FMA(s, u, 0.04365234643790924f);
+    s = DL_FMA(s, u, -0.028187039452732182f);
+    s = DL_FMA(s, u, 0.012252771980201022f);
+    s = DL_FMA(s, u, -0.0032672834079932253f);
+    s = DL_FMA(s, u, 0.00040695267111635094f);
+    float r = ax < 1.0f ? small : 1.0f - s;
+    r = std::copysign(std::min(r, 1.0f), x);
     return x != x ? x : r;
 }
 static inline double dl_erf(double x) { return std::erf(x); }
