@@ -52,8 +52,8 @@ TABLE_MAX_INNER = 4096
 TABLE_MIN_OUTER = 4
 # a pointwise kernel whose loads clamp the inner index (cat, constant padding) runs one inner
 # loop per piece of the index where every clamp is either the identity or a constant
-SPLIT_MIN_INNER = 16
-SPLIT_MAX_PIECES = 9
+PIECES_MIN_INNER = 16
+PIECES_MAX = 9
 
 
 class Scope:
@@ -146,14 +146,14 @@ class CppKernel:
         if os.environ.get("DANLU_CPP_PIECES") == "0" or not is_static(self.xsizes[-1]):
             return None
         n = int(self.xsizes[-1])
-        if n < SPLIT_MIN_INNER:
+        if n < PIECES_MIN_INNER:
             return None
         cuts = set()
         for e in self._final(self.accesses):
             for c, offset in self._inner_clamps(e):
                 _, lo, hi = c.args
                 cuts.update(p for p in (int(lo) - offset, int(hi) + 1 - offset) if 0 < p < n)
-        if not cuts or len(cuts) + 1 > SPLIT_MAX_PIECES:
+        if not cuts or len(cuts) + 1 > PIECES_MAX:
             return None
         points = [0, *sorted(cuts), n]
         return list(zip(points[:-1], points[1:]))
@@ -391,17 +391,13 @@ class CppKernel:
                 self.inner_range = (first, end)
                 self.locals = {}
                 for _, members in g.phases:  # pointwise: "x" phases only
-                    for n in members:
-                        value, idx, _ = self._node_value(n)
-                        self._store_node(n, value, idx)
+                    self._x_phase(members)
                 piece_bodies.append((first, end, self.pw_inner.lines))
             self.inner_range = None
         else:
             for kind, members in g.phases:
                 if kind == "x":
-                    for n in members:
-                        value, idx, _ = self._node_value(n)
-                        self._store_node(n, value, idx)
+                    self._x_phase(members)
                 else:
                     self._reduction_phase(members, rn, split)
         inner = body.lines
@@ -469,6 +465,12 @@ class CppKernel:
         params += [f"int64_t {n}" for n in self.size_args]
         head = f'extern "C" void {self.kernel_name}({", ".join(params)})'
         return head + "\n{\n" + "\n".join("    " + ln for ln in lines) + "\n}\n"
+
+    def _x_phase(self, members):
+        """Members placed "x": each value computed and stored once per outer index."""
+        for n in members:
+            value, idx, _ = self._node_value(n)
+            self._store_node(n, value, idx)
 
     def _reduction_phase(self, members, rn, split):
         outer = self.scope
