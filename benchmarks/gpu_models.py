@@ -44,6 +44,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 import torch
@@ -54,6 +55,9 @@ from gpu_models_worker import (  # noqa: E402
     EVENT,
     SELFCHECK_HOOK,
     T0,
+    TIMING_CPU,
+    TIMING_LOCK,
+    WORKER_CPUS,
     BudgetExceeded,
     Emitter,
     Limits,
@@ -69,6 +73,9 @@ from gpu_models_zoo import GROUPS, MODELS, SPECS, missing_dependency  # noqa: E4
 
 BACKENDS = tuple(report.BACKENDS)
 MODES = ("train", "infer")
+CACHE_VARS = ("DANLU_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+DOC_LOCK = threading.RLock()  # the results document, shared by the supervisors of --jobs
+STOP = threading.Event()  # set on interrupt: every supervisor kills its worker
 
 
 # --------------------------------------------------------------------------- the supervisor
@@ -97,6 +104,12 @@ def run_worker(name, plan, deadline, args, on_event) -> WorkerOutcome:
     if args.no_fp64:
         cmd.append("--no-fp64")
     env = dict(os.environ, PYTHONUNBUFFERED="1", GPU_SUITE_T0=repr(T0))
+    # each worker's compiles start from caches of their own: the reduce-overhead worker of a
+    # model must not find the graphs the default-mode worker just compiled (cold compile times)
+    tag = name + "-" + "-".join(b for b in plan[0][1] if b != "eager")
+    for var in CACHE_VARS:
+        if env.get(var):
+            env[var] = os.path.join(env[var], tag)
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
@@ -145,6 +158,9 @@ def run_worker(name, plan, deadline, args, on_event) -> WorkerOutcome:
                 exited_at = exited_at or time.time()
                 if time.time() - exited_at > 5 and lines.empty():
                     break  # compile workers left behind still hold the pipe
+            elif STOP.is_set():
+                out.killed = True
+                _kill_group(proc)
             elif time.time() > hard:
                 log(f"{name}: worker still running {args.grace:.0f} s past its deadline; killing")
                 out.killed = True
@@ -171,12 +187,20 @@ def supervise_model(spec, plan, deadline, args, doc, save) -> None:
     received: set = set()
 
     def put(rec):
+        with DOC_LOCK:
+            _put(rec)
+
+    def _put(rec):
         old = next((r for r in doc["records"] if report.key(r) == report.key(rec)), None)
         if rec["backend"] == "eager" and old and old["status"] == "ok" and rec["status"] != "ok":
             return  # another worker's eager reference stands; the compiled record says why
         report.put(doc, rec)
 
     def on_event(ev):
+        with DOC_LOCK:
+            _on_event(ev)
+
+    def _on_event(ev):
         if ev["event"] == "record":
             rec = ev["record"]
             received.add((rec["mode"], rec["backend"]))
@@ -208,7 +232,9 @@ def supervise_model(spec, plan, deadline, args, doc, save) -> None:
         tail = " | ".join(t for t in outcome.tail[-6:] if t.strip())[-700:]
         if outcome.killed:
             for m, b in missing:
-                if (m, b) == (mode, backend) and phase == "compile":
+                if STOP.is_set():
+                    fail(m, b, "skipped", f"interrupted (the run was stopped in {phase})")
+                elif (m, b) == (mode, backend) and phase == "compile":
                     fail(m, b, "timeout", "killed: its first call ran past the model's budget")
                 else:
                     fail(m, b, "skipped", f"worker killed at the model's deadline (in {phase})")
@@ -312,65 +338,129 @@ def orchestrate(args, names, modes, backends) -> dict:
     doc = report.new_doc(run_meta(args))
     doc["model_order"] = list(names)
     deadline = T0 + args.deadline if args.deadline else None
+    jobs = 1 if args.inprocess else max(1, args.jobs)
 
     def save(plot=False):
-        report.write(doc, out, with_plot=plot)
+        with DOC_LOCK:
+            report.write(doc, out, with_plot=plot)
 
     def skip_all(name, reason):
-        for m in modes:
-            for b in backends:
-                r = blank_record(name, m, b)
-                r["status"], r["reason"] = "skipped", reason
-                report.put(doc, r)
+        with DOC_LOCK:
+            for group in groups:
+                for m in modes_of(group):
+                    for b in group:
+                        r = blank_record(name, m, b)
+                        r["status"], r["reason"] = "skipped", reason
+                        report.put(doc, r)
 
-    save()
-    for i, name in enumerate(names):
-        spec = MODELS[name]
-        missing = missing_dependency(spec)
+    def skip_group(name, group, reason):
+        with DOC_LOCK:
+            for m in modes_of(group):
+                for b in group[1:]:
+                    r = blank_record(name, m, b)
+                    r["status"], r["reason"] = "skipped", reason
+                    report.put(doc, r)
+
+    def modes_of(group) -> list[str]:
+        # reduce-overhead (CUDA graphs) is measured in the modes of --ro-modes only
+        if any(b.endswith("-ro") for b in group):
+            return [m for m in modes if m in ro_modes]
+        return modes
+
+    def may_start(name) -> bool:
+        missing = missing_dependency(MODELS[name])
         if missing:
             log(f"{name}: skipped: {missing}")
             skip_all(name, missing)
             save()
-            continue
-        now = time.time()
-        if deadline is not None and deadline - now < args.min_model_time:
-            reason = f"not started: {deadline - now:.0f} s left of --deadline {args.deadline} s"
-            for later in names[i:]:
-                skip_all(later, reason)
-            log(reason)
-            break
-        model_deadline = now + args.time_budget
+            return False
+        left = None if deadline is None else deadline - time.time()
+        if STOP.is_set() or (left is not None and left < args.min_model_time):
+            reason = "interrupted (the run was stopped)"
+            if not STOP.is_set():
+                reason = f"not started: {left:.0f} s left of --deadline {args.deadline} s"
+            skip_all(name, reason)
+            log(f"{name}: {reason}")
+            return False
+        return True
+
+    def run_group(name, group, group_deadline) -> None:
+        plan = [(m, group) for m in modes_of(group)]
+        if not plan:
+            return
         if deadline is not None:
-            model_deadline = min(model_deadline, deadline)
-        groups = worker_groups(backends, args.together or args.inprocess)
-        try:
-            for g, group in enumerate(groups):
-                plan = [(m, group) for m in modes]
-                # later workers of this model are each left at least --min-worker-time
-                group_deadline = model_deadline - (len(groups) - 1 - g) * args.min_worker_time
-                if group_deadline - time.time() < 20:
-                    reason = "not started: the model's time budget was used by earlier workers"
-                    for m in modes:
-                        for b in group[1:]:
-                            r = blank_record(name, m, b)
-                            r["status"], r["reason"] = "skipped", reason
-                            report.put(doc, r)
-                    continue
-                if args.inprocess:
-                    run_inprocess(spec, plan, group_deadline, args, doc, save)
-                else:
-                    supervise_model(spec, plan, group_deadline, args, doc, save)
-        except KeyboardInterrupt:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second signal must not cut the save
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            log("interrupted: writing what was measured")
-            for later in names[i:]:
-                skip_all(later, "interrupted (the run was stopped)")
-            save()  # no plot: be quick, the caller may kill us soon
-            raise
+            group_deadline = min(group_deadline, deadline)
+        if group_deadline - time.time() < 20 or STOP.is_set():
+            skip_group(name, group, "not started: the time budget was used by earlier workers")
+        elif args.inprocess:
+            run_inprocess(MODELS[name], plan, group_deadline, args, doc, save)
+        else:
+            supervise_model(MODELS[name], plan, group_deadline, args, doc, save)
+
+    def run_one(name) -> None:
+        """Every worker of one model in turn, within --time-budget for the model."""
+        if not may_start(name):
+            return
+        model_deadline = time.time() + args.time_budget
+        for g, group in enumerate(groups):
+            # later workers of this model are each left at least --min-worker-time
+            run_group(name, group, model_deadline - (len(groups) - 1 - g) * args.min_worker_time)
         save(plot=True)
+
+    def run_unit(name, group) -> None:
+        """With --jobs: one worker, within --time-budget of its own."""
+        if may_start(name):
+            run_group(name, group, time.time() + args.time_budget)
+            save(plot=True)
+
+    groups = worker_groups(backends, args.together or args.inprocess)
+    ro_modes = [m for m in modes if m in args.ro_modes.split(",")]
+    save()
+    if jobs > 1:
+        _share_the_machine(out)
+    try:
+        if jobs == 1:
+            for name in names:
+                run_one(name)
+        else:
+            # workers (model x compiler) compile side by side; timing_turn() in the workers
+            # keeps their timed rounds one at a time, on a core of their own
+            with ThreadPoolExecutor(jobs) as pool:
+                # reduce-overhead workers last: if time runs short, those are what is missed
+                order = sorted(
+                    ((n, g) for n in names for g in groups),
+                    key=lambda u: any(b.endswith("-ro") for b in u[1]),
+                )
+                units = [pool.submit(run_unit, n, g) for n, g in order]
+                for f in as_completed(units):
+                    f.result()
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second signal must not cut the save
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        STOP.set()  # supervisors kill their workers within half a second
+        log("interrupted: writing what was measured")
+        time.sleep(1.0)
+        for name in names:
+            skip_all(name, "interrupted (the run was stopped)")  # never replaces a result
+        save()  # no plot: be quick, the caller may kill us soon
+        raise
     save(plot=True)
     return doc
+
+
+def _share_the_machine(out: pathlib.Path) -> None:
+    """--jobs: the workers' environment for timing_turn(): a lock file, and on a machine of 4
+    or more cores one core kept free of compiles for the worker that is timing."""
+    # an existing lock is kept: two suites started side by side then time one at a time too
+    os.environ.setdefault(TIMING_LOCK, str(out.resolve() / ".timing.lock"))
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= 4:
+        os.environ[TIMING_CPU] = str(cpus[-1])
+        os.environ[WORKER_CPUS] = ",".join(map(str, cpus[:-1]))
+    log(
+        "--jobs: models compile side by side, timed one at a time"
+        + (f" on core {cpus[-1]}" if len(cpus) >= 4 else "")
+    )
 
 
 def run_inprocess(spec, plan, deadline, args, doc, save) -> None:
@@ -528,6 +618,19 @@ def main(argv=None) -> int:
         type=float,
         default=60.0,
         help="seconds of a model's budget kept for each later worker of that model",
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="workers (model x compiler) run side by side, each within --time-budget of its "
+        "own; their timed rounds still run one at a time, on a core kept free of compiles. "
+        "Compile times are then measured on a shared machine",
+    )
+    ap.add_argument(
+        "--ro-modes",
+        default="infer",
+        help="modes the reduce-overhead backends (torch-ro, danlu-ro) run in",
     )
     ap.add_argument("--inprocess", action="store_true", help="no worker processes (debugging)")
     ap.add_argument("--merge", nargs="+", metavar="DIR", help="combine results of several runs")

@@ -21,7 +21,13 @@ import json
 import math
 import pathlib
 
-BACKENDS = {"eager": "eager", "torch": "torch.compile", "danlu": "danlu.compile"}
+BACKENDS = {
+    "eager": "eager",
+    "torch": "torch.compile",
+    "danlu": "danlu.compile",
+    "torch-ro": "torch.compile reduce-overhead",
+    "danlu-ro": "danlu.compile reduce-overhead",
+}
 MODE_ORDER = {"train": 0, "infer": 1}
 FILES = ("results.json", "table.md", "speedups.png")
 

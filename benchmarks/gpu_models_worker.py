@@ -92,6 +92,36 @@ class Limits:
 # ------------------------------------------------------------------------------- the worker
 
 
+TIMING_LOCK = "GPU_SUITE_TIMING_LOCK"  # a file: one worker at a time warms up and times
+TIMING_CPU = "GPU_SUITE_TIMING_CPU"  # a core no worker compiles on, for the one timing
+WORKER_CPUS = "GPU_SUITE_WORKER_CPUS"  # the cores workers (and their compile pools) run on
+
+
+@contextlib.contextmanager
+def timing_turn():
+    """With --jobs, several workers compile at once but only one at a time measures: it takes
+    the lock file, and its main thread moves to the core kept free of compiles, so that host
+    time (launches, guards) is not slowed by the others' compiles. Without --jobs, nothing."""
+    path = os.environ.get(TIMING_LOCK)
+    if not path:
+        yield
+        return
+    import fcntl
+
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # SIGALRM's BudgetExceeded interrupts the wait
+        cpu = os.environ.get(TIMING_CPU)
+        old = os.sched_getaffinity(0) if cpu else None
+        try:
+            if cpu:
+                os.sched_setaffinity(0, {int(cpu)})  # this thread only
+            yield
+        finally:
+            if old:
+                os.sched_setaffinity(0, old)
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -211,6 +241,7 @@ def _explain_mismatch(name, a, b, r64) -> str:
 
 
 def _compiler_notes(backend: str) -> str | None:
+    backend = compiler_of(backend)[0]
     try:
         if backend == "torch":
             from torch._dynamo.utils import counters
@@ -246,7 +277,15 @@ def _compiler_notes(backend: str) -> str | None:
     return None
 
 
+def compiler_of(backend: str) -> tuple[str, str | None]:
+    """("torch" | "danlu", mode): a backend name is the compiler, with "-ro" for
+    mode="reduce-overhead" (CUDA graphs over the compiled call)."""
+    base, _, suffix = backend.partition("-")
+    return base, ("reduce-overhead" if suffix == "ro" else None)
+
+
 def _reset_compiler(backend: str) -> None:
+    backend = compiler_of(backend)[0]
     if backend == "torch":
         import torch._dynamo
 
@@ -268,12 +307,14 @@ def _compile(backend: str, module: nn.Module):
     if hook == f"slow:{backend}":
         time.sleep(3600)  # interrupted by --compile-timeout
     _reset_compiler(backend)
-    if backend == "torch":
-        return torch.compile(module)
-    if backend == "danlu":
+    base, mode = compiler_of(backend)
+    kw = {"mode": mode} if mode else {}
+    if base == "torch":
+        return torch.compile(module, **kw)
+    if base == "danlu":
         import danlu
 
-        return danlu.compile(module)
+        return danlu.compile(module, **kw)
     raise ValueError(f"unknown backend {backend!r}")
 
 
@@ -399,7 +440,11 @@ def run_mode(model, mode, backends, base, inputs, opts: Opts, emit: Emitter, lim
             try:
                 m64 = copy.deepcopy(base).double().train(train)
                 in64 = tuple(t.double() if t.is_floating_point() else t for t in inputs)
-                ref64 = Variant("fp64", m64, in64, train, contextlib.nullcontext).step(keep=True)
+                with timing_turn():  # a float64 step fills the GPU: not beside a timing
+                    ref64 = Variant("fp64", m64, in64, train, contextlib.nullcontext).step(
+                        keep=True
+                    )
+                    _sync(device)
             except Exception as e:
                 ref64_note = f"no float64 reference ({describe_error(e)[:200]}); cosine rule"
                 log(f"{model} {mode}: {ref64_note}")
@@ -442,63 +487,8 @@ def run_mode(model, mode, backends, base, inputs, opts: Opts, emit: Emitter, lim
 
         ref = ref64 = None  # free the references before warm-up and memory measurement
         _free(device)
-        for _ in range(opts.warmup):
-            for b, v in list(variants.items()):
-                emit.phase(mode, b, "warmup")  # a worker that dies here is blamed on b
-                try:
-                    v.step()
-                    _sync(device)  # an asynchronous CUDA error surfaces here, under b
-                except Exception as e:
-                    _drop(b, variants, final, e, "warm-up")
-                    if b == "eager":
-                        return
-        log(f"{model} {mode}: timing {opts.iters} interleaved rounds of {list(variants)}")
-        last_round, truncated = 0.0, False
-        for i in range(opts.iters):
-            left = limits.left()
-            if i and left is not None and left < 3 * last_round + 10:
-                truncated = True
-                break
-            start = time.perf_counter()
-            for b, v in list(variants.items()):
-                emit.phase(mode, b, "timing")
-                try:
-                    v.times.append(v.timed(device)[0])
-                except Exception as e:
-                    _drop(b, variants, final, e, "timing")
-                    if b == "eager":
-                        return
-            last_round = time.perf_counter() - start
-        if device.type == "cuda":
-            for b, v in variants.items():
-                emit.phase(mode, b, "memory")
-                try:
-                    v.clear_grads()
-                    _sync(device)
-                    torch.cuda.reset_peak_memory_stats()
-                    before = torch.cuda.memory_allocated()
-                    v.step()
-                    _sync(device)
-                    peak = torch.cuda.max_memory_allocated()
-                    v.record.update(peak_mem_mb=peak / 2**20, step_mem_mb=(peak - before) / 2**20)
-                    v.clear_grads()
-                except Exception as e:
-                    v.record["notes"]["memory"] = f"not measured: {describe_error(e)[:200]}"
-        eager_med = statistics.median(variants["eager"].times)
-        for b, v in variants.items():
-            med = statistics.median(v.times)
-            if truncated:
-                v.record["notes"]["timing"] = f"only {len(v.times)} rounds: time budget"
-            final(
-                b,
-                status="ok",
-                median_ms=med * 1e3,
-                times_ms=[round(t * 1e3, 4) for t in v.times],
-                iters=len(v.times),
-                speedup=eager_med / med,
-                eager_median_ms=eager_med * 1e3,  # the reference this speedup is against
-                **{k: v.record[k] for k in v.record if k not in ("status",)},
-            )
+        with timing_turn():
+            _measure(model, mode, variants, opts, emit, limits, final, device)
     except BudgetExceeded:
         where = emit.current
         for b in list(pending):
@@ -516,10 +506,70 @@ def run_mode(model, mode, backends, base, inputs, opts: Opts, emit: Emitter, lim
         raise
     finally:
         variants.clear()
-        for b in ("torch", "danlu"):
-            if b in order:
-                with contextlib.suppress(Exception):
-                    _reset_compiler(b)
+        for b in order[1:]:
+            with contextlib.suppress(Exception):
+                _reset_compiler(b)
+
+
+def _measure(model, mode, variants, opts: Opts, emit: Emitter, limits: Limits, final, device):
+    """Warm-up, interleaved timed rounds and one step's peak memory of every variant."""
+    for _ in range(opts.warmup):
+        for b, v in list(variants.items()):
+            emit.phase(mode, b, "warmup")  # a worker that dies here is blamed on b
+            try:
+                v.step()
+                _sync(device)  # an asynchronous CUDA error surfaces here, under b
+            except Exception as e:
+                _drop(b, variants, final, e, "warm-up")
+                if b == "eager":
+                    return
+    log(f"{model} {mode}: timing {opts.iters} interleaved rounds of {list(variants)}")
+    last_round, truncated = 0.0, False
+    for i in range(opts.iters):
+        left = limits.left()
+        if i and left is not None and left < 3 * last_round + 10:
+            truncated = True
+            break
+        start = time.perf_counter()
+        for b, v in list(variants.items()):
+            emit.phase(mode, b, "timing")
+            try:
+                v.times.append(v.timed(device)[0])
+            except Exception as e:
+                _drop(b, variants, final, e, "timing")
+                if b == "eager":
+                    return
+        last_round = time.perf_counter() - start
+    if device.type == "cuda":
+        for b, v in variants.items():
+            emit.phase(mode, b, "memory")
+            try:
+                v.clear_grads()
+                _sync(device)
+                torch.cuda.reset_peak_memory_stats()
+                before = torch.cuda.memory_allocated()
+                v.step()
+                _sync(device)
+                peak = torch.cuda.max_memory_allocated()
+                v.record.update(peak_mem_mb=peak / 2**20, step_mem_mb=(peak - before) / 2**20)
+                v.clear_grads()
+            except Exception as e:
+                v.record["notes"]["memory"] = f"not measured: {describe_error(e)[:200]}"
+    eager_med = statistics.median(variants["eager"].times)
+    for b, v in variants.items():
+        med = statistics.median(v.times)
+        if truncated:
+            v.record["notes"]["timing"] = f"only {len(v.times)} rounds: time budget"
+        final(
+            b,
+            status="ok",
+            median_ms=med * 1e3,
+            times_ms=[round(t * 1e3, 4) for t in v.times],
+            iters=len(v.times),
+            speedup=eager_med / med,
+            eager_median_ms=eager_med * 1e3,  # the reference this speedup is against
+            **{k: v.record[k] for k in v.record if k not in ("status",)},
+        )
 
 
 def _drop(b, variants, final, e, phase):
@@ -589,6 +639,9 @@ def _compile_and_check(
 
 def worker_main(args) -> None:
     opts = opts_from_args(args)
+    cpus = os.environ.get(WORKER_CPUS)
+    if cpus:  # inherited by the compile pools this worker starts
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
     if opts.device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True  # as torch.compile's dashboard
         torch.backends.cudnn.allow_tf32 = True
