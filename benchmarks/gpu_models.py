@@ -55,9 +55,8 @@ from gpu_models_worker import (  # noqa: E402
     EVENT,
     SELFCHECK_HOOK,
     T0,
-    TIMING_CPU,
     TIMING_LOCK,
-    WORKER_CPUS,
+    WORKERS_DIR,
     BudgetExceeded,
     Emitter,
     Limits,
@@ -120,6 +119,9 @@ def run_worker(name, plan, deadline, args, on_event) -> WorkerOutcome:
         start_new_session=False,
         process_group=0,
     )
+    registry = os.environ.get(WORKERS_DIR)
+    if registry:  # --jobs: a measuring worker finds this one here, to stop it meanwhile
+        pathlib.Path(registry, str(proc.pid)).touch()
     lines: queue.Queue = queue.Queue()
 
     def read():
@@ -169,6 +171,10 @@ def run_worker(name, plan, deadline, args, on_event) -> WorkerOutcome:
         _kill_group(proc)
         with contextlib.suppress(Exception):
             proc.wait(timeout=10)
+        if registry:
+            with contextlib.suppress(OSError):
+                pathlib.Path(registry, str(proc.pid)).unlink()
+            _resume_if_nobody_measures()
     out.rc = proc.returncode
     out.tail = list(tail)
     return out
@@ -449,18 +455,37 @@ def orchestrate(args, names, modes, backends) -> dict:
 
 
 def _share_the_machine(out: pathlib.Path) -> None:
-    """--jobs: the workers' environment for timing_turn(): a lock file, and on a machine of 4
-    or more cores one core kept free of compiles for the worker that is timing."""
-    # an existing lock is kept: two suites started side by side then time one at a time too
+    """--jobs: the workers' environment for timing_turn(): a lock file, and a folder where
+    each live worker has a file named by its process group (a measuring worker stops the
+    others). An existing lock is kept: two suites started side by side measure one at a
+    time too."""
+    folder = out.resolve() / ".workers"
+    folder.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault(TIMING_LOCK, str(out.resolve() / ".timing.lock"))
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) >= 4:
-        os.environ[TIMING_CPU] = str(cpus[-1])
-        os.environ[WORKER_CPUS] = ",".join(map(str, cpus[:-1]))
-    log(
-        "--jobs: models compile side by side, timed one at a time"
-        + (f" on core {cpus[-1]}" if len(cpus) >= 4 else "")
-    )
+    os.environ.setdefault(WORKERS_DIR, str(folder))
+    log("--jobs: workers compile side by side; each measures alone, the others stopped")
+
+
+def _resume_if_nobody_measures() -> None:
+    """After a worker ended: if it died while measuring, the others are still stopped. The
+    lock is free then (a dead process holds no lock), and nobody else is measuring."""
+    lock, folder = os.environ.get(TIMING_LOCK), os.environ.get(WORKERS_DIR)
+    if not lock or not folder:
+        return
+    import fcntl
+
+    with open(lock, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # someone measures, and resumes the others when done
+        try:
+            for name in os.listdir(folder):
+                if name.isdigit():
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(int(name), signal.SIGCONT)
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def run_inprocess(spec, plan, deadline, args, doc, save) -> None:
@@ -624,8 +649,8 @@ def main(argv=None) -> int:
         type=int,
         default=1,
         help="workers (model x compiler) run side by side, each within --time-budget of its "
-        "own; their timed rounds still run one at a time, on a core kept free of compiles. "
-        "Compile times are then measured on a shared machine",
+        "own; a worker warms up and times alone, the others stopped (SIGSTOP) meanwhile. "
+        "Compile times are then measured on a shared machine (pauses taken out)",
     )
     ap.add_argument(
         "--ro-modes",
