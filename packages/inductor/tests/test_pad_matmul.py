@@ -22,7 +22,12 @@ def _weight_grad(g, x):
     return g.t() @ x  # column-major left operand, rows of m = g.shape[1]
 
 
+def _head(x, w):
+    return x @ w.t()  # a language-model head: weight rows of n (the vocabulary)
+
+
 CASES = {
+    "n_col_major": (_head, lambda: [torch.randn(640, 512), torch.randn(1001, 512)]),
     "k": (_mm, lambda: [torch.randn(640, 1001), torch.randn(1001, 264)]),
     "n": (_mm, lambda: [torch.randn(640, 512), torch.randn(512, 1001)]),
     "m_col_major": (_weight_grad, lambda: [torch.randn(512, 1001), torch.randn(512, 264)]),
@@ -81,3 +86,41 @@ def test_aligned_or_small_matmuls_are_left_alone():
     ):
         gm = aten_graph(_mm, a.to(BF16), b.to(BF16))
         assert pad_matmuls(gm) == 0
+
+
+def _pads(gm):
+    return [n for n in gm.graph.nodes if n.target is aten.constant_pad_nd.default]
+
+
+def test_one_padded_copy_feeds_both_gradients_of_a_head():
+    """The output gradient g of `x @ w.t()` (vocabulary 1001) feeds g @ w (k misaligned) and
+    g.t() @ x (m misaligned, column-major): both read one padded copy of g, padded as stored."""
+
+    def grads(g, x, w):
+        return g @ w, g.t() @ x
+
+    g, x, w = (
+        t.to(BF16) for t in (torch.randn(640, 1001), torch.randn(640, 512), torch.randn(1001, 512))
+    )
+    gm = aten_graph(grads, g, x, w)
+    expected = gm(g, x, w)
+    assert pad_matmuls(gm) == 2
+    padded_g = [
+        n
+        for n in _pads(gm)
+        if n.args[0].op == "placeholder" and n.args[0].meta["val"].shape == g.shape
+    ]
+    assert len(padded_g) == 1, [n.format_node() for n in _pads(gm)]
+    assert padded_g[0].args[1] == [0, 7]  # columns only, in g's own layout
+    got = gm(g, x, w)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a.float(), b.float(), rtol=0, atol=0)
+
+
+def test_a_transposed_weight_is_padded_as_stored():
+    x, w = torch.randn(640, 512).to(BF16), torch.randn(1001, 512).to(BF16)
+    gm = aten_graph(_head, x, w)
+    assert pad_matmuls(gm) == 1
+    (pad,) = _pads(gm)
+    assert pad.args[0].op == "placeholder" and pad.args[1] == [0, 0, 0, 7]  # rows of w
+    assert pad.meta["val"].is_contiguous()  # the copy walks memory; the mm reads it transposed

@@ -38,9 +38,67 @@ def _static(t) -> bool:
     return all(isinstance(s, int) for s in t.shape)
 
 
+def _col_major(v) -> bool:
+    """A transposed view (a weight as `w.t()`, a gradient as `g.t()`): its rows are strided."""
+    return v.stride(-2) == 1 and v.stride(-1) != 1 and v.shape[-1] > 1 and v.shape[-2] > 1
+
+
+def _swap(v) -> list[int]:
+    return list(range(v.dim() - 2)) + [v.dim() - 1, v.dim() - 2]
+
+
+def _unswapped(node, swap):
+    """The tensor `node` transposes (its last two dims), if it is such a view, else None."""
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return None
+    if node.target is aten.permute.default and list(node.args[1]) == swap:
+        return node.args[0]
+    if node.target is aten.t.default:
+        return node.args[0]
+    if node.target is aten.transpose.int:
+        dims = {d % len(swap) for d in node.args[1:3]}
+        if dims == {len(swap) - 2, len(swap) - 1}:
+            return node.args[0]
+    return None
+
+
+class _Padder:
+    """Zero-padded operands, made once per (tensor, padding): the gradient of a language-model
+    head feeds two padded matmuls (the input's and the weight's gradient), which must read one
+    padded copy, not two."""
+
+    def __init__(self, graph):
+        self.graph, self.made = graph, {}
+
+    def pad(self, x, rows: int, cols: int):
+        """`x` with `rows` zero rows and `cols` zero columns added to its last two dims. A
+        transposed view is padded as it is stored and transposed back, so that the copy reads
+        and writes along memory and the operand stays transposed (the library reads it so)."""
+        if not (rows or cols):
+            return x
+        v = x.meta["val"]
+        if not _col_major(v):
+            return self._pad(x, [0, cols, 0, rows])
+        swap = _swap(v)
+        inner = _unswapped(x, swap) or self._new(aten.permute.default, (x, swap))
+        return self._new(aten.permute.default, (self._pad(inner, [0, rows, 0, cols]), swap))
+
+    def _pad(self, x, pads):
+        while len(pads) > 2 and pads[-2:] == [0, 0]:
+            pads = pads[:-2]  # one spelling per padding, so equal paddings are one node
+        return self._new(aten.constant_pad_nd.default, (x, pads))
+
+    def _new(self, target, args):
+        key = (target, args[0], tuple(args[1]))
+        if key not in self.made:
+            self.made[key] = _new(self.graph, target, args)
+        return self.made[key]
+
+
 def pad_matmuls(gm: torch.fx.GraphModule) -> int:
     """Pad the misaligned 16-bit matmuls of ``gm`` in place; returns how many were padded."""
     graph, count = gm.graph, 0
+    padder = _Padder(graph)
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target not in _MATMULS:
             continue
@@ -55,24 +113,15 @@ def pad_matmuls(gm: torch.fx.GraphModule) -> int:
         n = bv.shape[-1]
         pad_k, pad_n = -k % ALIGN, -n % ALIGN
         # a column-major left operand (a transposed view: weight gradients) has rows of m
-        col_major = av.stride(-2) == 1 and k > 1 and m > 1
-        pad_m = -m % ALIGN if col_major else 0
+        pad_m = -m % ALIGN if _col_major(av) else 0
         batch = av.shape[0] if av.dim() == 3 else 1
         if not (pad_k or pad_n or pad_m) or 2 * batch * m * n * k < MIN_FLOPS:
             continue
         if node.kwargs or (bias is not None and not isinstance(bias, torch.fx.Node)):
             continue  # addmm with beta/alpha: leave it
-        with graph.inserting_before(node):
-            if pad_m:
-                # padded as it is stored: pad the transposed matrix's rows, transpose back
-                swap = list(range(av.dim() - 2)) + [av.dim() - 1, av.dim() - 2]
-                a = _new(graph, aten.permute.default, (a, swap))
-                a = _new(graph, aten.constant_pad_nd.default, (a, [0, pad_m, 0, pad_k]))
-                a = _new(graph, aten.permute.default, (a, swap))
-            elif pad_k:
-                a = _new(graph, aten.constant_pad_nd.default, (a, [0, pad_k]))
-            if pad_k or pad_n:
-                b = _new(graph, aten.constant_pad_nd.default, (b, [0, pad_n, 0, pad_k]))
+        with graph.inserting_before(node):  # a pad made for an earlier matmul is reused
+            a = padder.pad(a, pad_m, pad_k)
+            b = padder.pad(b, pad_k, pad_n)
             if bias is not None and (pad_n or pad_m):
                 bv_shape = bias.meta["val"].shape
                 pads = [0, pad_n if bv_shape[-1] == n else 0]
