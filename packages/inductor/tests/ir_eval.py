@@ -15,6 +15,7 @@ _INDEX_FUNCS = {
     "FloorDiv": lambda a, b: torch.div(a, b, rounding_mode="floor"),
     "IMod": lambda a, b: torch.fmod(torch.as_tensor(a), b),
     "Clamp": lambda a, lo, hi: torch.clamp(torch.as_tensor(a), lo, hi),
+    "SelectedClamp": lambda a, lo, hi: torch.clamp(torch.as_tensor(a), lo, hi),
     "Max": lambda *a: _fold(torch.maximum, a),
     "Min": lambda *a: _fold(torch.minimum, a),
 }

@@ -268,6 +268,24 @@ CASES = {
         lambda: [torch.randn(513).half()],
         {"pointwise"},
     ),
+    # a cat's inputs and a pad's input are loaded under masks (a lane reads only its own
+    # input), no clamped index; bf16 qkv-gradient-like cat, a cat of transposed inputs, and a
+    # pad with a negative fill on both sides
+    "cat_last_dim_masked": (
+        lambda q, k, v: torch.cat([q * 2, k, v.float().bfloat16()], dim=-1),
+        lambda: [torch.randn(2, 9, 24).bfloat16() for _ in range(3)],
+        {"pointwise"},
+    ),
+    "cat_transposed_masked": (
+        lambda a, b: torch.cat([a.t(), b.t() + 1], dim=0),
+        lambda: [torch.randn(7, 5), torch.randn(7, 3)],
+        {"pointwise"},
+    ),
+    "pad_both_sides_masked": (
+        lambda x: F.pad(x.relu(), (2, 3, 1, 0), value=-1.5),
+        lambda: [torch.randn(2, 3, 6, 5)],
+        {"pointwise"},
+    ),
     "embedding_gather": (
         lambda idx, w: F.embedding(idx, w) * 2,
         lambda: [torch.randint(0, 50, (7, 9)), torch.randn(50, 16)],
@@ -332,6 +350,10 @@ KERNEL_COUNTS = {
 }
 
 
+# cases whose every load is masked by its range, not clamped into it
+MASKED_LOADS = ("cat_last_dim_masked", "cat_transposed_masked", "pad_both_sides_masked")
+
+
 # cases that must allocate only this many buffers of a full-size shape (the outputs)
 FULL_SIZE_BUFFERS = {"loss_grad_shared_cheap_value": ("[64, 1000]", 1)}
 
@@ -355,6 +377,10 @@ def run_interpret(name):
         shape, count = FULL_SIZE_BUFFERS[name]
         stored = c.loop_ir().count(f"Pointwise(ranges={shape})")
         assert stored == count, c.loop_ir()
+    if name in MASKED_LOADS:
+        source = c.kernel_source or ""
+        assert "tl.load(" in source and "tl.minimum(tl.maximum(" not in source, source
+        assert " <= " in source, source  # the loads' range tests
     if name in KERNEL_COUNTS:
         assert len(c.artifacts) == KERNEL_COUNTS[name], [a.name for a in c.artifacts]
     assert "fallback_reason" not in c.report, c.report["fallback_reason"]

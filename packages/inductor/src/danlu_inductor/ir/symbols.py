@@ -101,6 +101,13 @@ class Clamp(sympy.Function):
         return None
 
 
+class SelectedClamp(Clamp):
+    """A ``Clamp`` whose load is used only where ``lo <= a <= hi`` (a cat's input, a padded
+    tensor: a select discards the rest). Code generation may mask the load instead of
+    clamping its index (Triton: out-of-range lanes read no memory). A plain ``Clamp``'s
+    value is used as is (max pooling reads the window's edge in its padding)."""
+
+
 def sym(name: str) -> sympy.Symbol:
     return sympy.Symbol(name, integer=True, nonnegative=True)
 

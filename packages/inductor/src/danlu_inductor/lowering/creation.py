@@ -7,7 +7,7 @@ import torch
 
 from danlu_inductor.ir.nodes import Pointwise, StorageBox
 from danlu_inductor.ir.ops import ops
-from danlu_inductor.ir.symbols import Clamp, FloorDiv, as_expr, as_exprs, is_static
+from danlu_inductor.ir.symbols import FloorDiv, SelectedClamp, as_expr, as_exprs, is_static
 from danlu_inductor.lowering.registry import (
     NotLowered,
     aten,
@@ -152,11 +152,12 @@ def cat(tensors, dim=0):
     c = compute_dtype(dtype)
 
     def inner(index):
-        # Each input is read at a clamped index (always in bounds), the right one selected.
+        # Each input is read at a clamped index (always in bounds), the right one selected
+        # (Triton masks those loads instead: a lane reads only its own input).
         result = None
         for k in reversed(range(len(tensors))):
             idx = list(index)
-            idx[dim] = Clamp(index[dim] - offsets[k], 0, _last(lengths[k]))
+            idx[dim] = SelectedClamp(index[dim] - offsets[k], 0, _last(lengths[k]))
             v = loaders[k](idx)
             if c != dtype:
                 v = ops.to_dtype(v, c)
@@ -205,7 +206,7 @@ def constant_pad_nd(x, pad, value=0):
             if new[d] == size[d]:
                 idx.append(i)
                 continue
-            idx.append(Clamp(i - lows[d], 0, _last(n)))
+            idx.append(SelectedClamp(i - lows[d], 0, _last(n)))
             conds.append((i, lows[d], lows[d] + n))
         v = load(idx)
         if c != dtype:

@@ -37,6 +37,7 @@ from danlu_inductor.ir.symbols import (
     Clamp,
     FloorDiv,
     IMod,
+    SelectedClamp,
     as_exprs,
     hint,
     hint_of_name,
@@ -283,6 +284,7 @@ class TritonKernel:
         dtype = self.buffer_dtype[name]
         index = sympy.expand(index)
         self._check_index(index)
+        index, inside = self._unclamped(index)
         dims = self.dims_of(index)
         ptr = f"{self.ptr(name)} + {texpr(index)}"
         if not dims:
@@ -291,10 +293,31 @@ class TritonKernel:
             dims = frozenset("x")
             ptr += f" + tl.zeros({self.shape(dims)}, tl.int32)"
         mask = self.mask(dims)
+        if inside:
+            mask = " & ".join(([mask] if mask else []) + inside)
         expr = f"tl.load({ptr}, {mask}, other=0)"
         if compute_dtype(dtype) != dtype:
             expr += ".to(tl.float32)"
         return self.emit(expr, dtype, dims)
+
+    def _unclamped(self, index):
+        """``index`` without its selected clamps, and the range tests that mask the load in
+        their place: a cat's or a pad's lane then reads only the input it selects, and
+        out-of-range lanes read no memory (their value, 0, is discarded by the select)."""
+        clamps = index.atoms(SelectedClamp)
+        if not clamps:
+            return index, []
+        tests = []
+        for c in sorted(clamps, key=sympy.default_sort_key):
+            a, lo, hi = c.args
+            if a.atoms(Clamp):
+                return index, []  # nested clamps: keep them all
+            e = texpr(a)
+            if not (lo == 0 and a.is_nonnegative):
+                tests.append(f"({e} >= {texpr(lo)})")
+            tests.append(f"({e} <= {texpr(hi)})")
+        index = sympy.expand(index.xreplace({c: c.args[0] for c in clamps}))
+        return index, tests
 
     def _value_of(self, name) -> TVar:
         got = self.values.get(name)
