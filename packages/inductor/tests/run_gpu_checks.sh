@@ -11,6 +11,11 @@ mkdir -p "$OUT"
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 export PYTHONUNBUFFERED=1 DANLU_CACHE_DIR=${DANLU_CACHE_DIR:-/tmp/danlu_cache}
 cd "$ROOT" || exit 1
+# GPU_CHECKS_FOREGROUND=1: the timed steps stay in this script's process group (a GPU suite
+# measuring beside these checks stops that group while it times; `timeout` alone would move
+# each step to a group of its own)
+TIMEOUT="timeout"
+[ -n "$GPU_CHECKS_FOREGROUND" ] && TIMEOUT="timeout --foreground"
 {
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
   # SKIP_INSTALL=1: the packages are installed already (e.g. by a script running other checks
@@ -23,18 +28,18 @@ cd "$ROOT" || exit 1
 } > "$OUT/install.log" 2>&1
 cat "$OUT/install.log" | grep -v "^$" | tail -4
 cd packages/inductor/tests || exit 1
-(timeout ${PYTEST_TIMEOUT:-200} python3 -m pytest -q -n 4 -p no:cacheprovider \
+($TIMEOUT ${PYTEST_TIMEOUT:-200} python3 -m pytest -q -n 4 -p no:cacheprovider \
   ${PYTEST_FILES:-test_triton_wrapper.py test_triton_codegen.py test_triton_printer.py} \
   > "$OUT/pytest_triton.txt" 2>&1; echo "rc=$?" >> "$OUT/pytest_triton.txt") &
-TRITON_DEFAULT_FP_FUSION=0 timeout ${WRAPPER_TIMEOUT:-90} python3 triton_wrapper_cases.py cuda \
+TRITON_DEFAULT_FP_FUSION=0 $TIMEOUT ${WRAPPER_TIMEOUT:-90} python3 triton_wrapper_cases.py cuda \
   "$OUT/wrapper_cuda.json" > "$OUT/wrapper_cuda.log" 2>&1
 echo "wrapper_cuda rc=$?"
-timeout ${GPT_TIMEOUT:-170} python3 triton_gpu_check.py "$OUT/gpt2.json" $GPT_ARGS \
+$TIMEOUT ${GPT_TIMEOUT:-170} python3 triton_gpu_check.py "$OUT/gpt2.json" $GPT_ARGS \
   > "$OUT/gpt2.log" 2>&1
 echo "gpt2 rc=$?"
 if [ -z "$SKIP_CASES" ]; then
   TRITON_DEFAULT_FP_FUSION=0 DANLU_OPINFO_SECONDS=${DANLU_OPINFO_SECONDS:-15} \
-    timeout ${CASES_TIMEOUT:-90} python3 triton_cases.py cuda "$OUT/cases_cuda.json" \
+    $TIMEOUT ${CASES_TIMEOUT:-90} python3 triton_cases.py cuda "$OUT/cases_cuda.json" \
     > "$OUT/cases_cuda.log" 2>&1
   echo "cases_cuda rc=$?"
 fi
