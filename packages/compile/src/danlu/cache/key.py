@@ -26,6 +26,8 @@ import sys
 
 import torch
 
+from danlu.cache.store import raw_bytes
+
 _DISTS = ("danlu", "danlu-primtorch", "danlu-dynamo", "danlu-aotautograd", "danlu-inductor")
 
 
@@ -100,8 +102,7 @@ def _constants(gm) -> str:
     for name, t in sorted([*gm.named_parameters(), *gm.named_buffers()], key=lambda kv: kv[0]):
         h.update(name.encode())
         h.update(_describe_input(t).encode())
-        c = t.detach().to("cpu").contiguous()
-        h.update(bytes(c.view(torch.uint8).reshape(-1).untyped_storage()) if c.numel() else b"")
+        h.update(raw_bytes(t.detach().to("cpu").contiguous()))
     return h.hexdigest()[:24]
 
 

@@ -15,6 +15,7 @@ entries (``load_cache_artifacts``) only from a source you trust, as you would a 
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -54,7 +55,14 @@ def _tensor_bytes(t: torch.Tensor) -> bytes:
     if n == 0:
         return b""
     flat = t.as_strided((n,), (1,), t.storage_offset()).to("cpu").clone()
-    return bytes(flat.view(torch.uint8).untyped_storage())
+    return raw_bytes(flat)
+
+
+def raw_bytes(t: torch.Tensor) -> bytes:
+    """The bytes of a contiguous CPU tensor, copied in one go (``bytes(storage)`` walks the
+    storage one byte at a time in Python: 23 s for T5's 11 MB of folded constants)."""
+    assert t.device.type == "cpu" and t.is_contiguous()
+    return ctypes.string_at(t.data_ptr(), t.numel() * t.element_size()) if t.numel() else b""
 
 
 def encode_tensors(tensors: dict) -> tuple[list, bytes]:
