@@ -83,10 +83,13 @@ def summary_rows(doc: dict) -> list[dict]:
                 for r in recs
                 if r["backend"] == "eager" and r["mode"] == mode and r["status"] == "ok"
             }
+            # reduce-overhead's CUDA-graph pools are allocated before the step: no ratio
             ratios = [
                 eager[r["model"]]["step_mem_mb"] / r["step_mem_mb"]
                 for r in ok
-                if r.get("step_mem_mb") and eager.get(r["model"], {}).get("step_mem_mb")
+                if r.get("step_mem_mb")
+                and eager.get(r["model"], {}).get("step_mem_mb")
+                and not backend.endswith("-ro")
             ]
             compiles = [r["compile_s"] for r in ok if r.get("compile_s") is not None]
             rows.append(
