@@ -659,6 +659,12 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--inprocess", action="store_true", help="no worker processes (debugging)")
     ap.add_argument("--merge", nargs="+", metavar="DIR", help="combine results of several runs")
+    ap.add_argument(
+        "--warm-table",
+        nargs=2,
+        metavar=("COLD", "WARM"),
+        help="compile times of a run with empty caches against a rerun on the caches it filled",
+    )
     ap.add_argument("--selfcheck", action="store_true", help="table, merge, accuracy rule")
     ap.add_argument(
         "--selfcheck-full",
@@ -676,6 +682,10 @@ def main(argv=None) -> int:
         return 0
     if args.selfcheck or args.selfcheck_full:
         return selfcheck(args)
+    if args.warm_table:
+        cold, warm = (report.load(pathlib.Path(d)) for d in args.warm_table)
+        print(report.warm_start_table(cold, warm))
+        return 0
     if args.merge:
         docs = [report.load(pathlib.Path(d)) for d in args.merge]
         merged = report.merge(docs)

@@ -323,6 +323,27 @@ def load(path: pathlib.Path) -> dict:
     return doc
 
 
+def warm_start_table(cold: dict, warm: dict) -> str:
+    """Compile time of each compiler's first call, cold (empty caches) against warm (a new
+    process finding the caches the cold run filled): the same suite run twice."""
+    before = {key(r): r for r in cold["records"]}
+    out = ["| model | mode | compiler | cold compile s | warm compile s | warm accuracy |"]
+    out.append("|---|---|---|---|---|---|")
+    for r in sorted(
+        warm["records"],
+        key=lambda r: (_model_order(cold, r["model"]), MODE_ORDER.get(r["mode"], 9), r["backend"]),
+    ):
+        if r["backend"] == "eager":
+            continue
+        c = before.get(key(r), {})
+        out.append(
+            f"| {r['model']} | {r['mode']} | {BACKENDS.get(r['backend'], r['backend'])} | "
+            f"{_fmt(c.get('compile_s'), '.1f')} | {_fmt(r.get('compile_s'), '.1f')} | "
+            f"{r.get('accuracy') or r['status']} |"
+        )
+    return "\n".join(out)
+
+
 def merge(docs: list[dict]) -> dict:
     """Later documents win for the same (model, mode, backend), except that a skip never
     replaces a record that ran."""
