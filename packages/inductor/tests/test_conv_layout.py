@@ -328,3 +328,29 @@ def test_gpu_convolution_bias_is_added_by_the_kernel_that_reads_the_result(for_g
     assert (bias is None) == for_gpu, convs[0].args
     computed = [b for b in graph.buffers if isinstance(b, ComputedBuffer)]
     assert len(computed) == 1, [b.get_name() for b in computed]  # the ReLU, bias inside
+
+
+def _partial_buffers(fn, *args):
+    from danlu_inductor.graph import GraphLowering
+    from danlu_inductor.ir.nodes import ComputedBuffer, Reduction
+
+    graph = GraphLowering(aten_graph(fn, *args), list(args), for_gpu=True).run()
+    return [
+        [int(s) for s in b.layout.size]
+        for b in graph.buffers
+        if isinstance(b, ComputedBuffer) and isinstance(b.data, Reduction)
+    ]
+
+
+def test_row_reductions_with_many_rows_are_not_split():
+    """A layer norm or a log-softmax over long rows of a tall matrix already has a program
+    per row: one stage. A column sum of the same shape (few outputs) is still split."""
+    x = torch.randn(2048, 4096)
+    rows = _partial_buffers(lambda t: F.layer_norm(t, (4096,)), x)
+    assert rows and all(s in ([2048], [2048, 1]) for s in rows), rows
+    rows = _partial_buffers(lambda t: torch.log_softmax(t, -1), x)
+    assert rows and all(s in ([2048], [2048, 1]) for s in rows), rows
+    cols = _partial_buffers(lambda t: t.sum(0), torch.randn(8192, 768))
+    assert any(len(s) == 2 and 768 in s and max(s) > 1 and min(s) > 1 for s in cols), cols
+    few = _partial_buffers(lambda t: torch.log_softmax(t, -1), torch.randn(256, 32768))
+    assert len(few) > 2, few  # 256 rows: split, as before
