@@ -351,18 +351,13 @@ def orchestrate(args, names, modes, backends) -> dict:
             report.write(doc, out, with_plot=plot)
 
     def skip_all(name, reason):
-        with DOC_LOCK:
-            for group in groups:
-                for m in modes_of(group):
-                    for b in group:
-                        r = blank_record(name, m, b)
-                        r["status"], r["reason"] = "skipped", reason
-                        report.put(doc, r)
+        for group in groups:
+            skip_group(name, group, reason, eager=True)
 
-    def skip_group(name, group, reason):
+    def skip_group(name, group, reason, eager=False):
         with DOC_LOCK:
             for m in modes_of(group):
-                for b in group[1:]:
+                for b in group if eager else group[1:]:
                     r = blank_record(name, m, b)
                     r["status"], r["reason"] = "skipped", reason
                     report.put(doc, r)

@@ -15,10 +15,10 @@ _INDEX_FUNCS = {
     "FloorDiv": lambda a, b: torch.div(a, b, rounding_mode="floor"),
     "IMod": lambda a, b: torch.fmod(torch.as_tensor(a), b),
     "Clamp": lambda a, lo, hi: torch.clamp(torch.as_tensor(a), lo, hi),
-    "SelectedClamp": lambda a, lo, hi: torch.clamp(torch.as_tensor(a), lo, hi),
     "Max": lambda *a: _fold(torch.maximum, a),
     "Min": lambda *a: _fold(torch.minimum, a),
 }
+_INDEX_FUNCS["SelectedClamp"] = _INDEX_FUNCS["Clamp"]  # a Clamp the code generator may mask
 
 
 def _fold(fn, args):

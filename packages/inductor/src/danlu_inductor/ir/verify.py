@@ -165,10 +165,10 @@ _TORCH_FUNCS = {
     "FloorDiv": lambda a, b: torch.div(_as_t(a), b, rounding_mode="floor"),
     "IMod": lambda a, b: torch.fmod(_as_t(a), b),
     "Clamp": lambda a, lo, hi: torch.clamp(_as_t(a), int(lo), int(hi)),
-    "SelectedClamp": lambda a, lo, hi: torch.clamp(_as_t(a), int(lo), int(hi)),
     "Max": lambda *a: _fold(torch.maximum, a),
     "Min": lambda *a: _fold(torch.minimum, a),
 }
+_TORCH_FUNCS["SelectedClamp"] = _TORCH_FUNCS["Clamp"]  # a Clamp the code generator may mask
 
 
 def _enumerate_bounds(expr, ranges: dict):

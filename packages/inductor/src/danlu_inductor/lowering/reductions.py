@@ -80,10 +80,11 @@ def reduce(x, dims, reduction_type, out_dtype, src_dtype=None, keepdim=False):
 
     kept_sizes, red_sizes = [size[d] for d in kept], [size[d] for d in dims]
     splits = _splits(kept_sizes, red_sizes, reduction_type)
-    if splits > 1 and _enough_rows(inner, kept_sizes, red_sizes):
+    loads = _probe_loads(inner, kept_sizes, red_sizes) if splits > 1 else None
+    if splits > 1 and _enough_rows(loads, kept_sizes, red_sizes):
         splits = 1
     if splits > 1:
-        chunk_major = _contiguous_along_kept(inner, kept_sizes, red_sizes)
+        chunk_major = _contiguous_along_kept(loads, kept_sizes, red_sizes)
         inner, red_sizes = _first_stage(
             inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits, chunk_major
         )
@@ -136,23 +137,30 @@ def _splits(kept_sizes, red_sizes, reduction_type) -> int:
 SPLIT_ENOUGH_ROWS = 1024
 
 
-def _enough_rows(inner, kept_sizes, red_sizes) -> bool:
-    if int(product(kept_sizes)) < SPLIT_ENOUGH_ROWS:
-        return False
-    long = [i for i, s in enumerate(red_sizes) if s != 1]
-    if len(long) != 1:
-        return False
+def _probe_loads(inner, kept_sizes, red_sizes):
+    """``(kept index vars, reduced index vars, [load index])`` of one run of the reduction's
+    body on symbolic indices; None when the probe cannot run the body (callers then keep
+    their default)."""
     kidx, ridx = index_vars("k", len(kept_sizes)), index_vars("r", len(red_sizes))
-    r = ridx[long[0]]
     rec = _LoadRecorder()
     try:
         with V.set_handler(rec):
             inner(kidx, ridx)
-    except Exception:  # noqa: BLE001 - a body the probe cannot run: keep the split
+    except Exception:  # noqa: BLE001 - a body the probe cannot run
+        return None
+    return kidx, ridx, [simplify_index(sympy.sympify(expr)) for _, expr in rec.loads]
+
+
+def _enough_rows(loads, kept_sizes, red_sizes) -> bool:
+    if loads is None or int(product(kept_sizes)) < SPLIT_ENOUGH_ROWS:
         return False
+    long = [i for i, s in enumerate(red_sizes) if s != 1]
+    if len(long) != 1:
+        return False
+    _, ridx, exprs = loads
+    r = ridx[long[0]]
     along = False
-    for _, expr in rec.loads:
-        e = simplify_index(sympy.sympify(expr))
+    for e in exprs:
         if not e.has(r):
             continue  # a per-row value (a norm's mean): one load a row
         if e.has(FloorDiv, IMod) or sympy.diff(e, r) != 1:
@@ -161,20 +169,15 @@ def _enough_rows(inner, kept_sizes, red_sizes) -> bool:
     return along
 
 
-def _contiguous_along_kept(inner, kept_sizes, red_sizes) -> bool:
+def _contiguous_along_kept(loads, kept_sizes, red_sizes) -> bool:
     """Whether the reduction reads memory contiguously along a kept dim and strided along
     every reduced one: a per-channel sum over a channels-last tensor (batch-norm statistics
     and their gradients after a channels-last convolution)."""
-    kidx, ridx = index_vars("k", len(kept_sizes)), index_vars("r", len(red_sizes))
-    rec = _LoadRecorder()
-    try:
-        with V.set_handler(rec):
-            inner(kidx, ridx)
-    except Exception:  # noqa: BLE001 - a body the probe cannot run: keep the usual order
+    if loads is None:
         return False
+    kidx, ridx, exprs = loads
     along_kept = False
-    for _, expr in rec.loads:
-        e = simplify_index(sympy.sympify(expr))
+    for e in exprs:
         if not any(e.has(v) for v, s in zip(kidx, kept_sizes) if s != 1):
             # the same value for every kept index (a norm's per-row mean and rstd): one
             # broadcast load per row, whatever the order; the per-element loads decide
