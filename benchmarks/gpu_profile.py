@@ -100,8 +100,10 @@ def profile(step, iters):
     }
 
 
-def host_profile(step, iters, path):
-    """cProfile over ``iters`` steps: where the host time of a step goes (Python side)."""
+def host_profile(step, iters, path, rows=40):
+    """cProfile over ``iters`` steps: where the host time of a step goes (Python side).
+    With ``iters=1`` on a fresh compiler this is the first call: where compile time goes
+    (Triton's builds run in worker processes and show as waiting)."""
     import cProfile
     import io
     import pstats
@@ -115,8 +117,8 @@ def host_profile(step, iters, path):
     prof.disable()
     buf = io.StringIO()
     stats = pstats.Stats(prof, stream=buf)
-    stats.sort_stats("tottime").print_stats(40)
-    stats.sort_stats("cumulative").print_stats(40)
+    stats.sort_stats("tottime").print_stats(rows)
+    stats.sort_stats("cumulative").print_stats(rows)
     with open(path, "w") as f:
         f.write(buf.getvalue())
     print(buf.getvalue()[:6000], flush=True)
@@ -151,6 +153,12 @@ def main():
         action="store_true",
         help="also run cProfile over a few danlu steps and print the top host functions",
     )
+    p.add_argument(
+        "--compile-profile",
+        action="store_true",
+        help="run danlu's first call (the compile) under cProfile; writes "
+        "compile_<model>_<mode>.txt",
+    )
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     import danlu
@@ -170,9 +178,16 @@ def main():
             fn = danlu.compile(module, mode=args.danlu_mode)
         step = step_fn(fn, inputs, train, params)
         t = time.perf_counter()
-        step()
+        if args.compile_profile and b == "danlu":
+            path = os.path.join(args.out, f"compile_{args.model}_{args.mode}.txt")
+            host_profile(step, 1, path, rows=80)
+        else:
+            step()
         torch.cuda.synchronize()
         first = time.perf_counter() - t
+        if b == "danlu":
+            phases = danlu.CompileStats.current().phases
+            print("danlu compile phases:", {k: round(v, 1) for k, v in phases.items()})
         r = profile(step, args.iters)
         r["first_call_s"] = round(first, 1)
         results[b] = r

@@ -69,6 +69,29 @@ def test_output_that_does_not_require_grad():
     check(f, [torch.randn(3, requires_grad=True), torch.randn(3)])
 
 
+def test_differentiable_output_left_without_gradient():
+    # the loss reads one of two differentiable outputs: the other's tangent is zeros
+    def f(x, w):
+        y = x @ w
+        return y.tanh(), (y * 3).exp()
+
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 5), torch.randn(5, 3, requires_grad=True)
+    compiled = da.aot_function(f, da.run_graph)
+    a, _ = compiled(x, w)
+    a.sum().backward()
+    w2 = w.detach().clone().requires_grad_()
+    ea, _ = f(x, w2)
+    ea.sum().backward()
+    torch.testing.assert_close(w.grad, w2.grad)
+    w.grad = None
+    _, b = compiled(x, w)
+    b.sum().backward()
+    w2.grad = None
+    f(x, w2)[1].sum().backward()
+    torch.testing.assert_close(w.grad, w2.grad)
+
+
 def test_input_mutation_applied_after_call():
     def f(x, stats, counter):
         stats.mul_(0.9).add_(x.detach().mean(0) * 0.1)

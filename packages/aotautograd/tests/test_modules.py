@@ -86,6 +86,28 @@ def test_conv_batchnorm_train_updates_running_stats(partition_fn):
     assert compiled.aot.compiled[0].program.written_inputs  # running stats come back out
 
 
+def test_backward_allocates_no_zeros_for_updated_buffers():
+    # batch norm returns its running statistics as outputs nothing differentiates; autograd
+    # would hand the backward a zeros tensor for each (a launch each on a GPU)
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        calls: list = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.calls.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    torch.manual_seed(0)
+    model = ConvBN().train()
+    compiled = da.aot_module(model, da.run_graph)
+    out = compiled(torch.randn(4, 3, 12, 12))
+    with Count() as c:
+        out.sum().backward()
+    assert not [f for f in c.calls if "zeros" in f or "fill" in f]
+    assert model.conv1.weight.grad is not None
+
+
 def test_cumulative_batchnorm_reads_tensor_data_clear_error():
     # momentum=None divides by float(num_batches_tracked): data the tracer does not see
     model = nn.BatchNorm1d(4, momentum=None)
