@@ -12,6 +12,8 @@ import sys
 
 from child_runs import TRITON_ON_CPU_ENV
 
+from danlu_inductor.codegen.triton import precompile
+
 HERE = pathlib.Path(__file__).parent
 
 SCRIPT = """
@@ -50,3 +52,57 @@ def test_unguarded_script_runs_once(tmp_path):
     assert "parallel Triton compile failed" not in proc.stderr, proc.stderr[-2000:]
     assert "bootstrapping" not in proc.stderr
     assert "kernels" in proc.stdout
+
+
+KERNELS = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale(x_ptr, y_ptr, n, XBLOCK: tl.constexpr):
+    offs = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)
+
+
+@triton.jit
+def row_sum(x_ptr, y_ptr, n, r, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    rows = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
+    cols = tl.arange(0, RBLOCK)[None, :]
+    v = tl.load(x_ptr + rows * r + cols, mask=(rows < n) & (cols < r), other=0.0)
+    tl.store(y_ptr + rows, tl.sum(v, 1)[:, None], mask=rows < n)
+"""
+
+
+def test_each_config_is_a_job_and_results_keep_config_order(tmp_path):
+    # sm_90 builds in two worker processes (no GPU needed): every config of every kernel
+    # comes back under its kernel, in the order given, and the stats count them
+    path = tmp_path / "kernels.py"
+    path.write_text(KERNELS)
+    sig_scale = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}
+    sig_sum = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "r": "i32"}
+    env_module = _with_meta(path, {"scale": sig_scale, "row_sum": sig_sum})
+    jobs = [
+        ("scale", [(256, None, 2), (1024, None, 4)], ["float32"] * 2, [1000]),
+        ("row_sum", [(1, 64, 2), (8, 64, 4), (2, 64, 2)], ["float32"] * 2, [100, 64]),
+    ]
+    out = precompile.precompile(
+        env_module, jobs, target=("cuda", 90, 32), workers=2, slow_first=["row_sum"]
+    )
+    assert [c for c, _, _ in out["scale"]] == [(256, None, 2), (1024, None, 4)]
+    assert [c for c, _, _ in out["row_sum"]] == [(1, 64, 2), (8, 64, 4), (2, 64, 2)]
+    assert all(err is None for rows in out.values() for _, err, _ in rows), out
+    assert all(info["cubin"] > 0 for rows in out.values() for _, _, info in rows)
+    stats = precompile.LAST_STATS
+    assert stats["jobs"] == 2 and stats["configs"] == 5 and stats["workers"] == 2
+    assert 0 < stats["build_s_max"] <= stats["build_s_sum"]
+
+
+def _with_meta(path, signatures):
+    """The kernel file with the ``danlu_meta`` the workers read (as generated kernels have)."""
+    text = path.read_text()
+    for name, sig in signatures.items():
+        text += f"\n{name}.danlu_meta = {{'signature': {sig!r}}}\n"
+    path.write_text(text)
+    return path

@@ -95,6 +95,10 @@ def compile_triton(gm, example_inputs, device: torch.device, opts) -> CompiledGr
     # on a GPU the bounds flag is read after the call (FirstCallGuard) or the CUDA graph
     # replay, without stalling the host; in the interpreter, after each kernel
     defer = opts.cudagraphs or (device.type == "cuda" and not interpreting())
+    if device.type == "cuda" and not interpreting():
+        from danlu_inductor.codegen.triton import precompile
+
+        precompile.warm_up(cuda_device=device.index)  # workers start while this graph lowers
     for _ in range(MAX_RETRIES):
         t0 = time.perf_counter()
         try:
@@ -161,6 +165,7 @@ def compile_triton(gm, example_inputs, device: torch.device, opts) -> CompiledGr
         precompiled={
             "target": f"sm_{target[1]}" if target else ("this GPU" if on_gpu else None),
             "kernels": len(ready),
+            **(_precompile_stats() if (target or on_gpu) else {}),
         },
     )
     log_fallback_kernels(graph)
@@ -185,6 +190,12 @@ def compile_triton(gm, example_inputs, device: torch.device, opts) -> CompiledGr
         "check_err": bool(defer and wrapper.uses_err),
     }
     return compiled
+
+
+def _precompile_stats() -> dict:
+    from danlu_inductor.codegen.triton import precompile
+
+    return dict(precompile.LAST_STATS)
 
 
 def _precompile(backend, fns, path, wrapper, device):

@@ -7,7 +7,10 @@ Triton's on-disk cache under the key the first real launch computes. With an exp
 ``target`` (for example ``("cuda", 90, 32)``) a worker compiles ahead of time for that
 architecture instead (no GPU needed); tests use that to prove every kernel compiles.
 
-Workers are spawned processes, started once and reused. They compile with the interpreter
+Each config is a job of its own, the configs of reductions (the slowest to build) first, so
+the pool stays busy to the end. Workers are spawned processes, started once and reused;
+``warm_up`` starts them (each imports torch and Triton, seconds) while the first graph is
+still being lowered, so that the first ``precompile`` finds them ready. They compile with the interpreter
 off, whatever the parent runs with: kernels that the parent runs under ``TRITON_INTERPRET=1``
 still compile for a real target. They start without the user's main module: a spawned
 process would otherwise import it and run a script's top-level code (the model, its
@@ -120,6 +123,25 @@ def _pool(workers, cuda_device):
     return _POOL
 
 
+def _ready():
+    return os.getpid()
+
+
+def warm_up(cuda_device=None, workers=None) -> None:
+    """Start the worker processes now, without waiting for them: a pool spawns a worker per
+    job it cannot give to an idle one, so ``workers`` no-op jobs start them all."""
+    workers = workers or default_workers()
+    if workers == 1 or os.environ.get("TRITON_INTERPRET", "0") == "1":
+        return
+    fresh = _POOL is None or _POOL_KEY != (workers, cuda_device)
+    if not fresh:
+        return
+    pool = _pool(workers, cuda_device)
+    with _without_main():
+        for _ in range(workers):
+            pool.submit(_ready)
+
+
 def default_workers() -> int:
     env = os.environ.get("DANLU_COMPILE_THREADS")
     if env:
@@ -131,21 +153,49 @@ def default_workers() -> int:
     return max(1, min(32, cpus if cpus >= 8 else cpus // 2))
 
 
-def precompile(path, jobs, target=None, cuda_device=None, workers=None):
+# what the last ``precompile`` did (for the graph report): wall seconds, jobs, configs, the
+# sum and the longest of the per-config build seconds, and the workers
+LAST_STATS: dict = {}
+
+
+def precompile(path, jobs, target=None, cuda_device=None, workers=None, slow_first=()):
     """``jobs``: [(kernel, [(XBLOCK, RBLOCK, num_warps)], [dtype name per pointer],
-    [sizes])]. -> {kernel: [(config, error or None, info)]}. One job per process at a
-    time; a single job compiles in this process when it may (GPU target, no interpreter)."""
+    [sizes])]. -> {kernel: [(config, error or None, info)]}, configs in the order given.
+    Each config compiles as a job of its own, those of the kernels in ``slow_first`` first;
+    a single config compiles in this process when it may (GPU target, no interpreter)."""
+    LAST_STATS.clear()
     if not jobs:
         return {}
+    t0 = time.perf_counter()
     workers = workers or default_workers()
     path = str(path)
     interpreting = os.environ.get("TRITON_INTERPRET", "0") == "1"
-    if not interpreting and (workers == 1 or (len(jobs) == 1 and target is None)):
-        return {j[0]: compile_job(path, *j, target) for j in jobs}
-    pool = _pool(workers, cuda_device)
-    with _without_main():  # workers start while jobs are submitted
-        futures = {j[0]: pool.submit(compile_job, path, *j, target) for j in jobs}
-    return {k: f.result() for k, f in futures.items()}
+    nconfigs = sum(len(j[1]) for j in jobs)
+    if not interpreting and (workers == 1 or (nconfigs == 1 and target is None)):
+        out = {j[0]: compile_job(path, *j, target) for j in jobs}
+    else:
+        pool = _pool(workers, cuda_device)
+        slow = set(slow_first)
+        order = sorted(jobs, key=lambda j: j[0] not in slow)  # stable: the given order else
+        with _without_main():  # workers start while jobs are submitted
+            futures = [
+                (kernel, pool.submit(compile_job, path, kernel, [cfg], dtypes, sizes, target))
+                for kernel, cfgs, dtypes, sizes in order
+                for cfg in cfgs
+            ]
+        out = {j[0]: [] for j in jobs}
+        for kernel, f in futures:
+            out[kernel].extend(f.result())
+    seconds = [info.get("seconds", 0.0) for rows in out.values() for _, _, info in rows]
+    LAST_STATS.update(
+        wall_s=round(time.perf_counter() - t0, 2),
+        jobs=len(jobs),
+        configs=nconfigs,
+        build_s_sum=round(sum(seconds), 2),
+        build_s_max=round(max(seconds, default=0.0), 2),
+        workers=workers,
+    )
+    return out
 
 
 def shutdown():
