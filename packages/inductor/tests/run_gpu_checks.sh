@@ -29,7 +29,7 @@ TIMEOUT="timeout"
 cat "$OUT/install.log" | grep -v "^$" | tail -4
 cd packages/inductor/tests || exit 1
 ($TIMEOUT ${PYTEST_TIMEOUT:-200} python3 -m pytest -q -n 4 -p no:cacheprovider \
-  ${PYTEST_FILES:-test_triton_wrapper.py test_triton_codegen.py test_triton_printer.py} \
+  ${PYTEST_FILES:-test_triton_wrapper.py test_triton_codegen.py test_triton_printer.py test_direct_launch.py test_precompile_workers.py} \
   > "$OUT/pytest_triton.txt" 2>&1; echo "rc=$?" >> "$OUT/pytest_triton.txt") &
 TRITON_DEFAULT_FP_FUSION=0 $TIMEOUT ${WRAPPER_TIMEOUT:-90} python3 triton_wrapper_cases.py cuda \
   "$OUT/wrapper_cuda.json" > "$OUT/wrapper_cuda.log" 2>&1

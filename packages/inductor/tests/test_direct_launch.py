@@ -49,3 +49,59 @@ def test_static_sizes_that_break_an_assumption_give_no_bound_launch():
     # a size that was a multiple of 16 when compiled but is not now: never bound
     assert _direct(_Kernel(), ((), (), (1,))).bind((1,), (33,), 1, None) is None
     assert _direct(_Kernel(), ((), (1,), ())).bind((1,), (2,), 1, None) is None
+
+
+def _real_launcher(calls):
+    """Triton's own CUDA launcher class, its fields set by hand (no GPU, no compiled kernel),
+    with a C launch function that records what it gets."""
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    run = object.__new__(CudaLauncher)
+    run.global_scratch_size = run.profile_scratch_size = 0
+    run.global_scratch_align = run.profile_scratch_align = 1
+    run.gsan_enabled, run.num_ctas = False, 1
+    run.launch_cooperative_grid, run.launch_pdl = False, True
+    run.arg_annotations, run.kernel_signature = "annotations", "signature"
+    run.launch = lambda *a: calls.append(a)
+    return run
+
+
+def test_bound_launch_calls_tritons_c_launch_as_its_launcher_would():
+    # the installed Triton's launcher follows a protocol we know: the bound launch calls its
+    # C function directly, with exactly the arguments the launcher's __call__ passes
+    import triton
+
+    from danlu_inductor.codegen.triton.launch import launch_protocol
+
+    calls = []
+    run = _real_launcher(calls)
+    assert launch_protocol(run) in ("scratch_then_args", "annotated_tuple")
+    k = _Kernel()
+    k.run = run
+    x = torch.zeros(64)
+    go = _direct(k, ((0,), (), ())).bind((7, 2), (320,), 1, None)
+    go(x)
+    ours = calls.pop()
+
+    class _NoDevice:  # what the launcher's __call__ asks of the active driver
+        def allocate_default_profile_scratch(self, *a):
+            raise AssertionError("no profile scratch for a kernel that needs none")
+
+    config = triton.runtime.driver
+    before = config._active  # None until a driver was asked for (none on a machine without GPU)
+    config.set_active(_NoDevice())
+    try:
+        run(7, 2, 1, "stream0", "function", "packed", None, None, None, x, 320, 64, 8)
+    finally:
+        config.set_active(before)
+    assert ours == calls.pop()
+
+
+def test_unknown_launcher_or_scratch_memory_keeps_the_launchers_call():
+    from danlu_inductor.codegen.triton.launch import launch_call, launch_protocol
+
+    assert launch_protocol(_Kernel().run) is None  # a stand-in: no protocol
+    run = _real_launcher([])
+    run.global_scratch_size = 128  # a kernel that needs scratch: __call__ allocates it
+    assert launch_protocol(run) is None
+    assert launch_call(run, "function", "packed")[0] is run

@@ -26,6 +26,7 @@ from danlu_inductor.codegen.triton.heuristics import (
     heuristic_config,
 )
 from danlu_inductor.codegen.triton.kernel import TritonKernel
+from danlu_inductor.codegen.triton.launch import DirectLaunch
 from danlu_inductor.ir.symbols import hint
 from danlu_inductor.runtime import KernelLaunchError
 
@@ -142,7 +143,8 @@ class TritonBackend:
             jobs.append(
                 (name, [(c.XBLOCK, c.RBLOCK, c.num_warps) for c in cfgs], ptr_dtypes, sizes)
             )
-        results = precompile(path, jobs, target=target, cuda_device=cuda_device)
+        slow = [j[0] for j in jobs if fns[j[0]].kind != "pointwise"]  # reductions build longest
+        results = precompile(path, jobs, target=target, cuda_device=cuda_device, slow_first=slow)
         failed = {}
         for name, rows in results.items():
             ok = [Config(*c) for c, err, _ in rows if err is None]
@@ -399,132 +401,6 @@ def _time_launches(launch, budget_ms: float = 2.0) -> float:
     end.record()
     end.synchronize()
     return start.elapsed_time(end) / reps
-
-
-class DirectLaunch:
-    """Launches a compiled kernel without going through ``JITFunction.run``.
-
-    Triton's Python launch path binds the arguments, recomputes the specialisation key and
-    looks the kernel up on every call (tens of microseconds; a graph launches hundreds of
-    kernels). After the first launch of a config we keep the compiled kernel and call its
-    launcher directly while the arguments still meet what Triton compiled it for: a tensor
-    that was 16-byte aligned must still be, an integer that was 1 must still be 1, one that
-    was a multiple of 16 must still be. (What was not assumed needs no check: the kernel
-    compiled without the assumption runs for any value.) Anything else takes the normal path.
-    """
-
-    unavailable: str | None = None  # why the last attempt failed (for tests and logs)
-
-    def __init__(self, kernel, tail, checks, stream):
-        self.run = kernel.run
-        self.function = kernel.function
-        self.packed = kernel.packed_metadata
-        self.tail = tail  # the constexpr values, after the arguments and sizes
-        self.aligned, self.ones, self.multiples = checks
-        self.get_stream, self.device = stream
-
-    @staticmethod
-    def assumptions(values):
-        aligned, ones, multiples = [], [], []
-        for i, v in enumerate(values):
-            if hasattr(v, "data_ptr"):
-                if v.data_ptr() % 16 == 0:
-                    aligned.append(i)
-            elif isinstance(v, int) and not isinstance(v, bool):
-                if v == 1:
-                    ones.append(i)
-                elif v % 16 == 0:
-                    multiples.append(i)
-        return tuple(aligned), tuple(ones), tuple(multiples)
-
-    @classmethod
-    def make(cls, fn, kernel, cfg, args, sizes):
-        try:
-            import triton
-
-            hooks = triton.knobs.runtime
-            for hook in (hooks.launch_enter_hook, hooks.launch_exit_hook):
-                # None, or an empty chain of hooks (Triton >= 3.5): nothing to call
-                if hook is not None and getattr(hook, "calls", True):
-                    DirectLaunch.unavailable = "Triton launch hooks are set"
-                    return None
-            if hasattr(kernel, "result"):  # some Triton versions hand back a future
-                kernel = kernel.result()
-            kernel._init_handles()
-            consts = cfg.kwargs()
-            names = list(fn.arg_names)
-            n = len(args) + len(sizes)
-            if names[n:] != list(consts):  # arguments, sizes, then the constexprs
-                DirectLaunch.unavailable = f"unexpected kernel signature {names}"
-                return None
-            driver = triton.runtime.driver.active
-            stream = (driver.get_current_stream, driver.get_current_device())
-            checks = cls.assumptions([*args, *sizes])
-            return cls(kernel, tuple(consts.values()), checks, stream)
-        except Exception as e:  # another Triton version: keep the normal launch path
-            log.debug("danlu_inductor: direct launch unavailable: %s", e)
-            DirectLaunch.unavailable = f"{type(e).__name__}: {e}"
-            return None
-
-    def matches(self, args, sizes) -> bool:
-        values = (*args, *sizes) if sizes else args
-        for i in self.aligned:
-            if values[i].data_ptr() & 15:
-                return False
-        for i in self.ones:
-            if values[i] != 1:
-                return False
-        for i in self.multiples:
-            if values[i] & 15:
-                return False
-        return True
-
-    def bind(self, grid, sizes, nargs, slow):
-        """``go(*args)``: this launch with ``grid`` and the (static) ``sizes`` fixed, the
-        arguments' assumptions checked inline, ``slow(*args)`` where one fails. None when the
-        sizes themselves do not meet the assumptions (they were checked when compiled)."""
-        fixed = (None,) * nargs + tuple(sizes)
-        if any(i >= nargs and fixed[i] != 1 for i in self.ones) or any(
-            i >= nargs and fixed[i] & 15 for i in self.multiples
-        ):
-            return None
-        aligned = tuple(i for i in self.aligned if i < nargs)
-        ones = tuple(i for i in self.ones if i < nargs)
-        multiples = tuple(i for i in self.multiples if i < nargs)
-        run, function, packed = self.run, self.function, self.packed
-        get_stream, device = self.get_stream, self.device
-        gx, gy, gz = (*grid, 1, 1)[:3]
-        extra = (*sizes, *self.tail)
-
-        def go(*args):
-            for i in aligned:
-                if args[i].data_ptr() & 15:
-                    return slow(*args)
-            for i in ones:
-                if args[i] != 1:
-                    return slow(*args)
-            for i in multiples:
-                if args[i] & 15:
-                    return slow(*args)
-            run(gx, gy, gz, get_stream(device), function, packed, None, None, None, *args, *extra)
-
-        return go
-
-    def launch(self, grid, args, sizes):
-        self.run(
-            grid[0],
-            grid[1] if len(grid) > 1 else 1,
-            grid[2] if len(grid) > 2 else 1,
-            self.get_stream(self.device),
-            self.function,
-            self.packed,
-            None,
-            None,
-            None,
-            *args,
-            *sizes,
-            *self.tail,
-        )
 
 
 def compile_group_triton(group, name, buffer_dtypes, local_buffers=frozenset()):
