@@ -188,6 +188,10 @@ def main():
         if b == "danlu":
             phases = danlu.CompileStats.current().phases
             print("danlu compile phases:", {k: round(v, 1) for k, v in phases.items()})
+            for k in danlu.CompileStats.current().kernel_graphs:
+                compiled = k._compiled() if k._compiled is not None else None
+                report = getattr(compiled, "report", None) or {}
+                print(f"  {k.label}: precompiled {report.get('precompiled')}", flush=True)
         r = profile(step, args.iters)
         r["first_call_s"] = round(first, 1)
         results[b] = r

@@ -127,10 +127,13 @@ def as_exprs(vs: Sequence) -> list[Expr]:
 
 
 def product(vs: Sequence) -> Expr:
-    out = sympy.Integer(1)
+    known, out = 1, None  # integers multiply as Python ints (the scheduler asks 100,000s of times)
     for v in vs:
-        out = out * as_expr(v)
-    return out
+        if isinstance(v, int) or getattr(v, "is_Integer", False):
+            known *= int(v)
+        else:
+            out = as_expr(v) if out is None else out * as_expr(v)
+    return sympy.Integer(known) if out is None else out * known
 
 
 def contiguous_strides(sizes: Sequence[Expr]) -> list[Expr]:
@@ -213,7 +216,10 @@ def hints(es: Sequence) -> list[int]:
 
 def same(a, b) -> bool:
     """``a == b`` for every size (decided on the expressions, never on hints)."""
-    return sympy.expand(as_expr(a) - as_expr(b)) == 0
+    a, b = as_expr(a), as_expr(b)
+    if a.is_Integer and b.is_Integer:
+        return int(a) == int(b)
+    return a == b or sympy.expand(a - b) == 0
 
 
 def same_sizes(a: Sequence, b: Sequence) -> bool:

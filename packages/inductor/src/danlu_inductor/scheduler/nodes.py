@@ -58,18 +58,19 @@ class SchedulerNode(BaseSchedulerNode):
     def read_names(self):
         return {d.name for d in self.reads}
 
-    @property
+    @cached_property
     def numel(self):
         return product(self.ranges)
 
-    @property
+    @cached_property
     def rnumel(self):
         return product(self.rranges)
 
-    def placement(self, xsizes, rsizes) -> str | None:
+    def placement(self, xsizes, rsizes, numels=None) -> str | None:
         """Where this node goes in a kernel over (xsizes, rsizes): "reduction", "xr" (inside
-        the reduction loop), "x" (once per outer iteration), or None (does not fit)."""
-        xn, rn = product(xsizes), product(rsizes)
+        the reduction loop), "x" (once per outer iteration), or None (does not fit).
+        ``numels``: the products of xsizes and rsizes, when the caller has them."""
+        xn, rn = numels or (product(xsizes), product(rsizes))
         if self.is_reduction:
             ok = same(self.numel, xn) and same(self.rnumel, rn) and rsizes
             return "reduction" if ok else None

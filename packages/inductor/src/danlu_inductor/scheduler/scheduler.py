@@ -355,7 +355,8 @@ class Scheduler:
             first = ga if ga.order <= gb.order else gb
             xs, rs = first.xsizes, first.rsizes
         nodes = ga.nodes + gb.nodes
-        if any(n.placement(xs, rs) is None for n in nodes):
+        numels = (product(xs), product(rs))
+        if any(n.placement(xs, rs, numels) is None for n in nodes):
             return None
         if self._cycle(ga, gb):
             return None
