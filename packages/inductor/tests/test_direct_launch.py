@@ -4,6 +4,8 @@ compiled-kernel launcher records what it is called with. On a GPU, ``triton_wrap
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from danlu_inductor.codegen.triton.backend import DirectLaunch
@@ -66,42 +68,65 @@ def _real_launcher(calls):
     return run
 
 
-def test_bound_launch_calls_tritons_c_launch_as_its_launcher_would():
-    # the installed Triton's launcher follows a protocol we know: the bound launch calls its
-    # C function directly, with exactly the arguments the launcher's __call__ passes
+class _NoDevice:  # what a launcher's __call__ may ask of the active driver, on no GPU
+    def allocate_default_profile_scratch(self, *a):
+        raise AssertionError("no profile scratch for a kernel that needs none")
+
+
+@contextlib.contextmanager
+def _stub_driver():
     import triton
-
-    from danlu_inductor.codegen.triton.launch import launch_protocol
-
-    calls = []
-    run = _real_launcher(calls)
-    assert launch_protocol(run) in ("scratch_then_args", "annotated_tuple")
-    k = _Kernel()
-    k.run = run
-    x = torch.zeros(64)
-    go = _direct(k, ((0,), (), ())).bind((7, 2), (320,), 1, None)
-    go(x)
-    ours = calls.pop()
-
-    class _NoDevice:  # what the launcher's __call__ asks of the active driver
-        def allocate_default_profile_scratch(self, *a):
-            raise AssertionError("no profile scratch for a kernel that needs none")
 
     config = triton.runtime.driver
     before = config._active  # None until a driver was asked for (none on a machine without GPU)
     config.set_active(_NoDevice())
     try:
-        run(7, 2, 1, "stream0", "function", "packed", None, None, None, x, 320, 64, 8)
+        yield
     finally:
         config.set_active(before)
+
+
+def test_bound_launch_calls_tritons_c_launch_as_its_launcher_would():
+    # the probe finds the installed Triton's layout; the bound launch then calls the C
+    # function directly, with exactly the arguments the launcher's __call__ passes
+    from danlu_inductor.codegen.triton.launch import launch_call, launch_protocol
+
+    calls = []
+    run = _real_launcher(calls)
+    k = _Kernel()
+    k.run = run
+    x = torch.zeros(64)
+    with _stub_driver():
+        assert launch_protocol(run, "function", "packed") in (
+            "scratch_then_args",
+            "annotated_tuple",
+        )
+        assert launch_call(run, "function", "packed")[0] is run.launch  # the C function itself
+        go = _direct(k, ((0,), (), ())).bind((7, 2), (320,), 1, None)
+        assert not calls  # the probe recorded on a copy
+        go(x)
+        ours = calls.pop()
+        run(7, 2, 1, "stream0", "function", "packed", None, None, None, x, 320, 64, 8)
     assert ours == calls.pop()
 
 
-def test_unknown_launcher_or_scratch_memory_keeps_the_launchers_call():
+def test_a_launcher_whose_layout_is_not_confirmed_is_called_itself():
     from danlu_inductor.codegen.triton.launch import launch_call, launch_protocol
 
-    assert launch_protocol(_Kernel().run) is None  # a stand-in: no protocol
+    assert launch_protocol(_Kernel().run) is None  # a stand-in: its probe records nothing
     run = _real_launcher([])
     run.global_scratch_size = 128  # a kernel that needs scratch: __call__ allocates it
-    assert launch_protocol(run) is None
     assert launch_call(run, "function", "packed")[0] is run
+
+    class _Reordering:  # a launcher that hands on its arguments in an order we do not know
+        global_scratch_size = profile_scratch_size = 0
+
+        def __init__(self):
+            self.launch = lambda *a: None
+
+        def __call__(self, gx, gy, gz, stream, function, *args):
+            self.launch(stream, gx, gy, gz, function, *args)
+
+    odd = _Reordering()
+    assert launch_protocol(odd, "function", "packed") is None
+    assert launch_call(odd, "function", "packed")[0] is odd

@@ -1,67 +1,88 @@
 """Launching a compiled Triton kernel without Triton's Python launch path.
 
 ``DirectLaunch`` skips ``JITFunction.run`` (argument binding, specialisation key, cache
-lookup) once a config has launched. Its bound launch goes one step further where Triton's
-CUDA launcher follows one of the two protocols read here: the launcher's ``__call__`` only
-allocates scratch memory (none for our kernels) and orders the arguments for its C
-``launch`` function, so the bound launch calls ``launch`` itself, one Python frame less a
-kernel. The protocol is read from the launcher's source (whitespace aside); any other
-source, scratch memory, or a sanitizer build keeps the launcher's own ``__call__``.
+lookup) once a config has launched. Its bound launch goes one step further: Triton's CUDA
+launcher (``CompiledKernel.run``) is a Python object whose ``__call__`` allocates scratch
+memory (none for our kernels) and hands its arguments, in its own order, to a C ``launch``
+function. That order differs between Triton versions, so it is not assumed: a probe calls
+the launcher's own ``__call__`` on a copy of it whose ``launch`` only records, once per
+kernel, and the bound launch calls ``launch`` itself only with an argument list equal to
+what was recorded (one of the two layouts below). Anything else (another layout, scratch
+memory, a sanitizer build, a probe that fails) keeps the launcher's ``__call__``.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
-import re
 
 log = logging.getLogger("danlu_inductor")
 
-# CudaLauncher.__call__'s call of the C launch function, per Triton version family, without
-# whitespace: the launch takes the scratch buffers and then __call__'s own arguments
-# (kernel metadata, launch metadata, hooks, kernel arguments) as they came ...
-_SCRATCH_THEN_ARGS = (
-    "self.launch(gridX,gridY,gridZ,stream,function,self.launch_cooperative_grid,"
-    "self.launch_pdl,global_scratch,profile_scratch,*args)"
-)
-# ... or the metadata and hooks first, the scratch buffers, the argument annotations and the
-# kernel arguments as one tuple
-_ANNOTATED_TUPLE = (
-    "self.launch(gridX,gridY,gridZ,stream,function,self.launch_cooperative_grid,"
-    "self.launch_pdl,kernel_metadata,launch_metadata,launch_enter_hook,launch_exit_hook,"
-    "global_scratch,profile_scratch,self.arg_annotations,self.kernel_signature,kernel_args)"
-)
+
+def _layouts(run, function, packed):
+    """Candidate (name, between, flat): how the C launch function may take its arguments
+    after the grid and stream. ``flat``: the kernel's arguments follow one by one; else
+    they come as one tuple, after the argument annotations."""
+    coop = getattr(run, "launch_cooperative_grid", None)
+    pdl = getattr(run, "launch_pdl", None)
+    # the scratch buffers, then the launcher's own arguments as given (metadata, hooks, ...)
+    yield "scratch_then_args", (function, coop, pdl, None, None, packed, None, None, None), True
+    if hasattr(run, "arg_annotations") and hasattr(run, "kernel_signature"):
+        # metadata and hooks, the scratch buffers, the annotations, the arguments as a tuple
+        between = (function, coop, pdl, packed, None, None, None, None, None)
+        yield "annotated_tuple", (*between, run.arg_annotations, run.kernel_signature), False
 
 
-def launch_protocol(run) -> str | None:
-    """Which of the known launch protocols ``run`` (a compiled kernel's launcher) follows:
-    "scratch_then_args", "annotated_tuple", or None (call ``run`` itself)."""
+def _probe(run, function, packed):
+    """The arguments ``run.__call__`` hands its C launch function for a sample launch (no
+    launch metadata, no hooks), recorded on a copy of ``run``; None if that fails."""
+    calls = []
+    try:
+        probe = object.__new__(type(run))
+        probe.__dict__.update(vars(run))
+        probe.launch = lambda *a: calls.append(a)
+        type(run).__call__(probe, 3, 2, 1, "stream", function, packed, None, None, None, "a", 7)
+    except Exception as e:  # not Triton's launcher as we know it: keep calling it
+        log.debug("danlu_inductor: launcher probe failed: %s", e)
+        return None
+    return calls[0] if len(calls) == 1 else None
+
+
+def launch_protocol(run, function=None, packed=None) -> str | None:
+    """Which argument layout ``run`` (a compiled kernel's launcher) passes to its C launch
+    function, checked by a probe: "scratch_then_args", "annotated_tuple", or None."""
+    found = _checked_layout(run, function, packed)
+    return found[0] if found else None
+
+
+def _checked_layout(run, function, packed):
     try:
         if run.global_scratch_size or run.profile_scratch_size or getattr(run, "gsan_enabled", 0):
-            return None
-        src = re.sub(r"\s+", "", inspect.getsource(type(run).__call__))
-    except Exception:  # not Triton's CUDA launcher, or no source to read
+            return None  # its __call__ allocates or instruments: keep it
+        c_launch = run.launch
+    except AttributeError:
         return None
-    if _SCRATCH_THEN_ARGS in src and "defallocate_scratch" in src:
-        return "scratch_then_args"
-    if _ANNOTATED_TUPLE in src and "kernel_args=args" in src:
-        return "annotated_tuple"
+    if not callable(c_launch):
+        return None
+    recorded = _probe(run, function, packed)
+    if recorded is None:
+        return None
+    for name, between, flat in _layouts(run, function, packed):
+        expect = (3, 2, 1, "stream", *between, *(("a", 7) if flat else (("a", 7),)))
+        if recorded == expect:
+            return name, between, flat
     return None
 
 
 def launch_call(run, function, packed):
     """(callable, the arguments between the stream and the kernel's own, flat): how a bound
     launch calls ``callable(gx, gy, gz, stream, *between, *kernel_args)`` (``flat``) or
-    ``callable(gx, gy, gz, stream, *between, kernel_args)`` (not flat). Without a known
-    protocol that is ``run`` itself, with no launch metadata and no hooks."""
-    protocol = launch_protocol(run)
-    if protocol == "scratch_then_args":
-        coop, pdl = run.launch_cooperative_grid, run.launch_pdl
-        return run.launch, (function, coop, pdl, None, None, packed, None, None, None), True
-    if protocol == "annotated_tuple":
-        coop, pdl = run.launch_cooperative_grid, run.launch_pdl
-        between = (function, coop, pdl, packed, None, None, None, None, None)
-        return run.launch, (*between, run.arg_annotations, run.kernel_signature), False
+    ``callable(gx, gy, gz, stream, *between, kernel_args)`` (not flat): the C launch
+    function where the probe confirmed the layout, else ``run`` itself with no launch
+    metadata and no hooks."""
+    found = _checked_layout(run, function, packed)
+    if found is not None:
+        _, between, flat = found
+        return run.launch, between, flat
     return run, (function, packed, None, None, None), True
 
 
