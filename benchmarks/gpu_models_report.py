@@ -191,6 +191,7 @@ def render(doc: dict) -> str:
             f"{_fmt(s['geomean'], '.2f', 'x')} | {_fmt(s['geomean_clipped'], '.2f', 'x')} | "
             f"{_fmt(s['mean_compile_s'], '.1f')} | {_fmt(s['memory_ratio'], '.2f', 'x')} |"
         )
+    out += direct_table(doc)
     notes = _compiler_notes(doc)
     if footnotes.items:
         out += ["", "Failures and skips:", ""]
@@ -206,6 +207,65 @@ def render(doc: dict) -> str:
         "excluded).",
     ]
     return "\n".join(out) + "\n"
+
+
+# compiler pairs compared on their own medians: (label, torch.compile's backend, danlu's)
+PAIRS = (("default", "torch", "danlu"), ("reduce-overhead", "torch-ro", "danlu-ro"))
+
+
+def direct_rows(doc: dict) -> list[dict]:
+    """Per (model, mode): torch.compile's median over danlu's (above 1: danlu is faster),
+    for each compiler pair that both ran and passed; the spread of eager's medians over the
+    workers (each speedup is against its own worker's eager run, so a spread of 1.3 moves a
+    speedup by up to 30% whatever the compiler did); the most CPU cores other processes
+    kept busy while one of them timed."""
+    recs = {key(r): r for r in doc["records"]}
+    rows = []
+    for model, mode in sorted(
+        {(m, md) for m, md, _ in recs},
+        key=lambda t: (_model_order(doc, t[0]), MODE_ORDER.get(t[1], 9)),
+    ):
+        mine = [r for (m, md, _), r in recs.items() if (m, md) == (model, mode)]
+        row = {"model": model, "mode": mode}
+        for label, tb, db in PAIRS:
+            t, d = recs.get((model, mode, tb)), recs.get((model, mode, db))
+            if t and d and passing(t) and passing(d):
+                row[label] = t["median_ms"] / d["median_ms"]
+        eagers = [r["eager_median_ms"] for r in mine if r.get("eager_median_ms")]
+        if len(eagers) > 1:
+            row["eager_spread"] = max(eagers) / min(eagers)
+        busy = [r["others_cpu_cores"] for r in mine if r.get("others_cpu_cores") is not None]
+        if busy:
+            row["others_cpu"] = max(busy)
+        rows.append(row)
+    return rows
+
+
+def direct_table(doc: dict) -> list[str]:
+    rows = direct_rows(doc)
+    if not any(label in r for r in rows for label, _, _ in PAIRS):
+        return []
+    out = [
+        "",
+        "danlu against torch.compile on their own medians (torch.compile ms / danlu ms; "
+        "above 1.00 danlu is faster), beside the spread of eager's medians over the workers "
+        "(max / min) and the most CPU cores other processes used while a worker timed:",
+        "",
+        "| model | mode | default | reduce-overhead | eager spread | others' CPU cores |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cells = [_fmt(r.get(label), ".2f") for label, _, _ in PAIRS]
+        cells += [_fmt(r.get("eager_spread"), ".2f"), _fmt(r.get("others_cpu"), ".1f")]
+        out.append(f"| {r['model']} | {r['mode']} | " + " | ".join(cells) + " |")
+    modes = sorted({r["mode"] for r in rows}, key=lambda m: MODE_ORDER.get(m, 9))
+    for label, _, _ in PAIRS:
+        for mode in modes:
+            g = geomean([r[label] for r in rows if r["mode"] == mode and label in r])
+            if g:
+                n = sum(1 for r in rows if r["mode"] == mode and label in r)
+                out.append(f"| **geomean** | {mode} | {label}: {g:.2f} over {n} models | | | |")
+    return out
 
 
 def _gb(r: dict):

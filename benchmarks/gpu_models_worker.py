@@ -155,6 +155,39 @@ def paused_seconds(t0: float, t1: float) -> float:
     return total
 
 
+class OthersBusy:
+    """How many CPU cores other processes kept busy, on average, from creation to
+    ``cores()``: the machine's busy time (/proc/stat) minus this process's own CPU time.
+    A host-bound step (eager inference, launch-bound compiled steps) slows down when other
+    processes compete for the cores, so a measurement records it. None where /proc/stat
+    cannot be read."""
+
+    def __init__(self):
+        self.t0, self.busy0, self.own0 = time.perf_counter(), self._busy(), self._own()
+
+    @staticmethod
+    def _busy():
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _own():
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def cores(self):
+        busy = self._busy()
+        wall = time.perf_counter() - self.t0
+        if busy is None or self.busy0 is None or wall <= 0:
+            return None
+        return max(0.0, (busy - self.busy0) - (self._own() - self.own0)) / wall
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -558,6 +591,7 @@ def _measure(model, mode, variants, opts: Opts, emit: Emitter, limits: Limits, f
                     return
     log(f"{model} {mode}: timing {opts.iters} interleaved rounds of {list(variants)}")
     last_round, truncated = 0.0, False
+    busy = OthersBusy()
     for i in range(opts.iters):
         left = limits.left()
         if i and left is not None and left < 3 * last_round + 10:
@@ -573,6 +607,7 @@ def _measure(model, mode, variants, opts: Opts, emit: Emitter, limits: Limits, f
                 if b == "eager":
                     return
         last_round = time.perf_counter() - start
+    others = busy.cores()
     if device.type == "cuda":
         for b, v in variants.items():
             emit.phase(mode, b, "memory")
@@ -593,6 +628,8 @@ def _measure(model, mode, variants, opts: Opts, emit: Emitter, limits: Limits, f
         med = statistics.median(v.times)
         if truncated:
             v.record["notes"]["timing"] = f"only {len(v.times)} rounds: time budget"
+        if others is not None:
+            v.record["others_cpu_cores"] = round(others, 2)
         final(
             b,
             status="ok",
