@@ -101,8 +101,9 @@ def timing_turn(quiet: bool = True):
     """With --jobs, several workers compile at once but only one at a time measures: it takes
     the lock file and, with quiet, stops every other worker's process group (SIGSTOP) until it
     is done, so that neither their compiles (host) nor their first calls and tuning (GPU) run
-    beside its timed rounds. The pauses are logged, and compile times have them taken out.
-    Without --jobs, nothing."""
+    beside its timed rounds, and runs all its threads on the same cores as every other
+    measurement (measure_cpus). The pauses are logged, and compile times have them taken
+    out. Without --jobs, nothing."""
     path = os.environ.get(TIMING_LOCK)
     if not path:
         yield
@@ -112,9 +113,12 @@ def timing_turn(quiet: bool = True):
     with open(path, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)  # SIGALRM's BudgetExceeded interrupts the wait
         paused, t0 = (_pause_others() if quiet else []), time.time()
+        pinned = _pin_all_threads() if quiet else None
         try:
             yield
         finally:
+            if pinned:
+                _restore_affinity(pinned)
             for pg in paused:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pg, signal.SIGCONT)
@@ -122,6 +126,44 @@ def timing_turn(quiet: bool = True):
                 with open(os.path.join(os.environ[WORKERS_DIR], "pauses"), "a") as log_:
                     log_.write(f"{t0 - 0.25!r} {time.time()!r}\n")
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+MEASURE_CPUS = "GPU_SUITE_MEASURE_CPUS"  # e.g. "0-3": the cores every measurement runs on
+
+
+def measure_cpus() -> set[int]:
+    """The cores a measuring worker runs on: GPU_SUITE_MEASURE_CPUS, else the four lowest of
+    those this process may use. The same cores for every worker, so that no worker's
+    host-bound timings (eager inference, launch-bound steps) depend on where the scheduler
+    happened to place it."""
+    allowed = sorted(os.sched_getaffinity(0))
+    spec = os.environ.get(MEASURE_CPUS, "")
+    wanted: set[int] = set()
+    for part in filter(None, spec.split(",")):
+        lo, _, hi = part.partition("-")
+        wanted.update(range(int(lo), int(hi or lo) + 1))
+    return (wanted & set(allowed)) or set(allowed[:4])
+
+
+def _pin_all_threads() -> dict | None:
+    """Pin every thread of this process (the autograd engine's and the allocator's too:
+    sched_setaffinity acts on one thread) to measure_cpus(); -> {thread: old cores}."""
+    try:
+        cpus = measure_cpus()
+        old = {}
+        for tid in map(int, os.listdir("/proc/self/task")):
+            with contextlib.suppress(OSError):
+                old[tid] = os.sched_getaffinity(tid)
+                os.sched_setaffinity(tid, cpus)
+        return old
+    except (OSError, AttributeError, ValueError):  # no /proc, no affinity calls
+        return None
+
+
+def _restore_affinity(old: dict) -> None:
+    for tid, cpus in old.items():
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(tid, cpus)
 
 
 def _pause_others() -> list[int]:

@@ -191,21 +191,12 @@ class DirectLaunch:
             for i in multiples:
                 if args[i] & 15:
                     return slow(*args)
-            launch(gx, gy, gz, get_stream(device), *between, *args, *extra)
+            if flat:
+                launch(gx, gy, gz, get_stream(device), *between, *args, *extra)
+            else:  # the kernel's arguments as one tuple
+                launch(gx, gy, gz, get_stream(device), *between, (*args, *extra))
 
-        def go_tuple(*args):  # the same, the kernel's arguments passed as one tuple
-            for i in aligned:
-                if args[i].data_ptr() & 15:
-                    return slow(*args)
-            for i in ones:
-                if args[i] != 1:
-                    return slow(*args)
-            for i in multiples:
-                if args[i] & 15:
-                    return slow(*args)
-            launch(gx, gy, gz, get_stream(device), *between, (*args, *extra))
-
-        return go if flat else go_tuple
+        return go
 
     def launch(self, grid, args, sizes):
         self.run(
