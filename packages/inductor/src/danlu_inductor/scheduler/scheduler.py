@@ -240,6 +240,7 @@ class Scheduler:
             g = ExternGroup(n) if n.is_extern else FusionGroup.of(n)
             groups[n.name] = g
         self.node_group = {n.name: groups[n.name] for n in self.nodes}
+        self._preds_cache: dict[int, tuple] = {}
         for _ in range(10):
             fused_any = False
             for a, b in self._candidate_pairs(set(self.node_group.values())):
@@ -257,6 +258,7 @@ class Scheduler:
                 )
                 for nm in merged.names:
                     self.node_group[nm] = merged
+                self._preds_cache.clear()
                 fused_any = True
             if not fused_any:
                 break
@@ -321,13 +323,19 @@ class Scheduler:
         return self._reaches_through_other(ga, gb) or self._reaches_through_other(gb, ga)
 
     def _group_preds(self, g):
+        # the cycle checks between two merges ask for the same groups' predecessors again
+        # and again; the cache is emptied whenever node_group changes (_fuse)
+        hit = self._preds_cache.get(id(g))
+        if hit is not None:
+            return hit
         preds = {}
         for n in g.nodes:
             for d in n.deps:
                 h = self.node_group.get(d)
                 if h is not None and h is not g:
                     preds[id(h)] = h
-        return preds.values()
+        out = self._preds_cache[id(g)] = tuple(preds.values())
+        return out
 
     def _reaches_through_other(self, src, dst) -> bool:
         stack = [h for h in self._group_preds(dst) if h is not src]
