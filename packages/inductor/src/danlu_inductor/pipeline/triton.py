@@ -98,7 +98,10 @@ def compile_triton(gm, example_inputs, device: torch.device, opts) -> CompiledGr
     if device.type == "cuda" and not interpreting():
         from danlu_inductor.codegen.triton import precompile
 
-        precompile.warm_up(cuda_device=device.index)  # workers start while this graph lowers
+        try:  # workers start while this graph lowers
+            precompile.warm_up(cuda_device=device.index)
+        except Exception as e:  # no pool now: _precompile tries again, or builds at launch
+            log.warning("danlu_inductor: Triton build workers did not start early: %s", e)
     for _ in range(MAX_RETRIES):
         t0 = time.perf_counter()
         try:
