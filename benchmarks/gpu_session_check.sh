@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One device call (600 s) that checks the GPU-side changes a session made on the CPU and
+# measures the whole suite: the launch-probe and build-pool tests with the device's Triton,
+# the wrapper cases on CUDA, then the full suite (seven models, training and inference,
+# default mode and reduce-overhead, --jobs 8), then GPT-2 training's first call alone under
+# cProfile with the per-graph build statistics.
+#
+#   OUT=/some/dir bash benchmarks/gpu_session_check.sh
+#
+# Writes at most 8 files: $OUT/checks.txt, $OUT/suite/{results.json,table.md,run.log},
+# $OUT/compile_gpt2_train.txt, $OUT/prof_gpt2_compile.txt. Needs expecttest where the opinfo
+# cases run (not here). LIMIT (default 580 s) bounds the whole call.
+set -u
+cd "$(dirname "$0")/.."
+start=$SECONDS
+LIMIT=${LIMIT:-580}
+OUT=${OUT:-/tmp/danlu-session-check}
+mkdir -p "$OUT/suite"
+export PYTHONUNBUFFERED=1
+for p in primtorch dynamo aotautograd inductor compile; do
+  python3 -m pip install -q --no-deps --no-build-isolation -e packages/$p > /tmp/inst_$p.log 2>&1 \
+    || echo "install $p failed"
+done
+{
+  (cd packages/inductor/tests && DANLU_CACHE_DIR=/tmp/dsc-tests timeout 90 python3 -m pytest -q \
+    -p no:cacheprovider test_direct_launch.py test_precompile_workers.py 2>&1 | tail -5)
+  (cd packages/inductor/tests && TRITON_DEFAULT_FP_FUSION=0 DANLU_CACHE_DIR=/tmp/dsc-wrapper \
+    timeout 90 python3 triton_wrapper_cases.py cuda /tmp/dsc-wrapper.json 2>&1 | tail -5)
+} > "$OUT/checks.txt" 2>&1
+echo "checks done at $((SECONDS - start)) s"; cat "$OUT/checks.txt"
+suite_limit=$((LIMIT - 90 - (SECONDS - start)))
+OUT=$OUT/suite SUITE_SKIP_INSTALL=1 SUITE_LIMIT=$suite_limit bash benchmarks/gpu_suite.sh \
+  --models all --modes train,infer --backends eager,torch,danlu,torch-ro,danlu-ro --jobs 8 \
+  --time-budget $((suite_limit - 60)) > /tmp/dsc-suite.txt 2>&1
+echo "suite rc=$? at $((SECONDS - start)) s"
+rm -rf "$OUT/suite/speedups.png" "$OUT/suite/.workers" "$OUT/suite/.timing.lock"  # 8 files come back
+tail -45 "$OUT/suite/table.md" 2>/dev/null
+left=$((LIMIT - (SECONDS - start)))
+if [ "$left" -gt 40 ]; then
+  DANLU_CACHE_DIR=/tmp/dsc-profile timeout $left python3 benchmarks/gpu_profile.py --model gpt2 \
+    --mode train --backends danlu --compile-profile --iters 2 --out /tmp/dsc-p \
+    > "$OUT/prof_gpt2_compile.txt" 2>&1
+  echo "gpt2 compile profile rc=$? at $((SECONDS - start)) s"
+  grep -A3 "compile phases" "$OUT/prof_gpt2_compile.txt"
+  cp /tmp/dsc-p/compile_gpt2_train.txt "$OUT/" 2>/dev/null
+fi
