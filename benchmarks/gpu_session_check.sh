@@ -28,10 +28,10 @@ done
     timeout 90 python3 triton_wrapper_cases.py cuda /tmp/dsc-wrapper.json 2>&1 | tail -5)
 } > "$OUT/checks.txt" 2>&1
 echo "checks done at $((SECONDS - start)) s"; cat "$OUT/checks.txt"
-suite_limit=$((LIMIT - 90 - (SECONDS - start)))
+suite_limit=$((LIMIT - 40 - (SECONDS - start)))  # the suite first; the profile gets what is left
 OUT=$OUT/suite SUITE_SKIP_INSTALL=1 SUITE_LIMIT=$suite_limit bash benchmarks/gpu_suite.sh \
   --models all --modes train,infer --backends eager,torch,danlu,torch-ro,danlu-ro --jobs 8 \
-  --time-budget $((suite_limit - 60)) > /tmp/dsc-suite.txt 2>&1
+  --time-budget $((suite_limit - 40)) > /tmp/dsc-suite.txt 2>&1
 echo "suite rc=$? at $((SECONDS - start)) s"
 rm -rf "$OUT/suite/speedups.png" "$OUT/suite/.workers" "$OUT/suite/.timing.lock"  # 8 files come back
 tail -45 "$OUT/suite/table.md" 2>/dev/null
