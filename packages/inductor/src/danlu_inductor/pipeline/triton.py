@@ -114,13 +114,14 @@ def compile_triton(gm, example_inputs, device: torch.device, opts) -> CompiledGr
         except NotLowered as e:
             return run_eagerly(gm, str(e), cannot_lower=True)
         backend = _GuardedBackend(autotune=opts.autotune, max_autotune=opts.max_autotune)
+        build_stats: dict = {}  # what this round's kernel builds took (the graph report)
         try:
             wrapper = generate_wrapper(
                 graph, scheduler, backend, defer_index_checks=defer, descriptive_names=True
             )
             t2 = time.perf_counter()
             fns, path, module_source = backend.build(wrapper.kernel_names, wrapper.kernel_sources)
-            failed = _precompile(backend, fns, path, wrapper, device)
+            failed = _precompile(backend, fns, path, wrapper, device, build_stats)
         except KernelFailed as e:
             failed = {e.kernel: (e.origins, e.error)}
         except Exception as e:  # not tied to one group (e.g. the module fails to import)
@@ -168,7 +169,7 @@ def compile_triton(gm, example_inputs, device: torch.device, opts) -> CompiledGr
         precompiled={
             "target": f"sm_{target[1]}" if target else ("this GPU" if on_gpu else None),
             "kernels": len(ready),
-            **(_precompile_stats() if (target or on_gpu) else {}),
+            **build_stats,
         },
     )
     log_fallback_kernels(graph)
@@ -195,15 +196,10 @@ def compile_triton(gm, example_inputs, device: torch.device, opts) -> CompiledGr
     return compiled
 
 
-def _precompile_stats() -> dict:
-    from danlu_inductor.codegen.triton import precompile
-
-    return dict(precompile.LAST_STATS)
-
-
-def _precompile(backend, fns, path, wrapper, device):
+def _precompile(backend, fns, path, wrapper, device, stats):
     """Compile the kernels in worker processes (GPU, or the test check target);
-    -> {kernel: (origins, error)} for kernels that cannot compile."""
+    -> {kernel: (origins, error)} for kernels that cannot compile. ``stats`` receives what
+    the builds took."""
     target = check_target()
     on_gpu = device.type == "cuda" and not interpreting()
     if not fns or (target is None and not on_gpu):
@@ -211,7 +207,12 @@ def _precompile(backend, fns, path, wrapper, device):
     dtypes = wrapper._dtypes()
     try:
         failed = backend.precompile(
-            fns, path, dtypes, target=target, cuda_device=device.index if on_gpu else None
+            fns,
+            path,
+            dtypes,
+            target=target,
+            cuda_device=device.index if on_gpu else None,
+            stats=stats,
         )
     except Exception as e:  # the pool itself broke (a worker died): compile on first launch
         if target is not None:

@@ -124,9 +124,10 @@ class TritonBackend:
         _maybe_dump(source)
         return fns, path, source
 
-    def precompile(self, fns, path, dtypes, target=None, cuda_device=None):
+    def precompile(self, fns, path, dtypes, target=None, cuda_device=None, stats=None):
         """Compile every kernel's candidate configs in worker processes (see precompile.py).
-        Drops configs that fail; -> {kernel: error} for kernels left with none."""
+        Drops configs that fail; -> {kernel: error} for kernels left with none. ``stats``:
+        a dict that receives what the builds took."""
         from danlu_inductor.codegen.triton.precompile import precompile
 
         jobs, names_of = [], {}
@@ -144,7 +145,9 @@ class TritonBackend:
                 (name, [(c.XBLOCK, c.RBLOCK, c.num_warps) for c in cfgs], ptr_dtypes, sizes)
             )
         slow = [j[0] for j in jobs if fns[j[0]].kind != "pointwise"]  # reductions build longest
-        results = precompile(path, jobs, target=target, cuda_device=cuda_device, slow_first=slow)
+        results = precompile(
+            path, jobs, target=target, cuda_device=cuda_device, slow_first=slow, stats=stats
+        )
         failed = {}
         for name, rows in results.items():
             ok = [Config(*c) for c, err, _ in rows if err is None]

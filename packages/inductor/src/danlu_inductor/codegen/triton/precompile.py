@@ -153,17 +153,14 @@ def default_workers() -> int:
     return max(1, min(32, cpus if cpus >= 8 else cpus // 2))
 
 
-# what the last ``precompile`` did (for the graph report): wall seconds, jobs, configs, the
-# sum and the longest of the per-config build seconds, and the workers
-LAST_STATS: dict = {}
-
-
-def precompile(path, jobs, target=None, cuda_device=None, workers=None, slow_first=()):
+def precompile(path, jobs, target=None, cuda_device=None, workers=None, slow_first=(), stats=None):
     """``jobs``: [(kernel, [(XBLOCK, RBLOCK, num_warps)], [dtype name per pointer],
     [sizes])]. -> {kernel: [(config, error or None, info)]}, configs in the order given.
     Each config compiles as a job of its own, those of the kernels in ``slow_first`` first;
-    a single config compiles in this process when it may (GPU target, no interpreter)."""
-    LAST_STATS.clear()
+    a single config compiles in this process when it may (GPU target, no interpreter).
+    ``stats`` (a dict), when given, receives what the builds took (for the graph report):
+    wall seconds, jobs, configs, the sum and the longest of the per-config build seconds,
+    and the workers."""
     if not jobs:
         return {}
     t0 = time.perf_counter()
@@ -186,15 +183,16 @@ def precompile(path, jobs, target=None, cuda_device=None, workers=None, slow_fir
         out = {j[0]: [] for j in jobs}
         for kernel, f in futures:
             out[kernel].extend(f.result())
-    seconds = [info.get("seconds", 0.0) for rows in out.values() for _, _, info in rows]
-    LAST_STATS.update(
-        wall_s=round(time.perf_counter() - t0, 2),
-        jobs=len(jobs),
-        configs=nconfigs,
-        build_s_sum=round(sum(seconds), 2),
-        build_s_max=round(max(seconds, default=0.0), 2),
-        workers=workers,
-    )
+    if stats is not None:
+        seconds = [info.get("seconds", 0.0) for rows in out.values() for _, _, info in rows]
+        stats.update(
+            wall_s=round(time.perf_counter() - t0, 2),
+            jobs=len(jobs),
+            configs=nconfigs,
+            build_s_sum=round(sum(seconds), 2),
+            build_s_max=round(max(seconds, default=0.0), 2),
+            workers=workers,
+        )
     return out
 
 
