@@ -1,6 +1,7 @@
 """The backend registry: names that `danlu.compile(backend=...)` accepts.
 
-A backend follows torch.compile's convention, `backend(gm, example_inputs) -> callable`.
+A backend is a callable `backend(gm, example_inputs) -> callable` (the convention torch's
+backend registry also uses).
 Built in: "eager" (capture only), "aot_eager" (capture + ahead-of-time autograd, graphs run
 as they are) and "inductor" (capture + aotautograd + danlu-inductor's generated kernels).
 Other packages add backends with `register_backend` or through the `danlu.backends` entry-point
@@ -94,7 +95,7 @@ _FOR_TORCH_COMPILE: dict[str, Backend] = {}
 
 
 def _for_torch_compile(name: str) -> Backend:
-    """danlu's backend ``name`` as torch.compile calls it: recorded in `CompileStats` and,
+    """danlu's backend ``name`` as torch's compiler calls it: recorded in `CompileStats` and,
     like under `danlu.compile`, a graph that fails to compile runs eagerly."""
     backend = _FOR_TORCH_COMPILE.get(name)
     if backend is None:
@@ -104,13 +105,13 @@ def _for_torch_compile(name: str) -> Backend:
 
 
 def torch_compile_backend(gm, example_inputs):
-    """``torch.compile(model, backend="danlu")``: aotautograd and danlu-inductor (the entry
-    point torch finds in the ``torch_dynamo_backends`` group)."""
+    """The backend registered as ``danlu`` in the ``torch_dynamo_backends`` entry-point
+    group (torch's own compiler finds it by that name): aotautograd and danlu-inductor."""
     return _for_torch_compile("inductor")(gm, example_inputs)
 
 
 def torch_compile_aot_eager_backend(gm, example_inputs):
-    """``torch.compile(model, backend="danlu_aot_eager")``: aotautograd, graphs run as they
+    """The backend registered as ``danlu_aot_eager``: aotautograd, graphs run as they
     are (for checking capture and autograd apart from code generation)."""
     return _for_torch_compile("aot_eager")(gm, example_inputs)
 
