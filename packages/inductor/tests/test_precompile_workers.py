@@ -106,3 +106,38 @@ def _with_meta(path, signatures):
         text += f"\n{name}.danlu_meta = {{'signature': {sig!r}}}\n"
     path.write_text(text)
     return path
+
+
+class _Kernel:
+    def __init__(self, name):
+        self.src, self.metadata = f"src:{name}", f"meta:{name}"
+
+
+def test_launcher_is_built_beside_the_cubin():
+    # Triton 3.4-3.6 build a host launcher per kernel at its first launch; the worker builds it
+    # through the driver's launcher class (what the first launch calls, then found cached)
+    built = []
+
+    class Driver:
+        def launcher_cls(self, src, metadata):
+            built.append((src, metadata))
+
+    info = {}
+    precompile.prebuild_launcher(_Kernel("k"), info, driver=Driver())
+    assert built == [("src:k", "meta:k")]
+    assert info["launcher_s"] >= 0 and "launcher_error" not in info
+
+
+def test_a_launcher_that_cannot_build_is_noted_not_raised():
+    class Driver:
+        def launcher_cls(self, src, metadata):
+            raise RuntimeError("no C compiler")
+
+    info = {}
+    precompile.prebuild_launcher(_Kernel("k"), info, driver=Driver())
+    assert "no C compiler" in info["launcher_error"] and "launcher_s" not in info
+    # nothing to build: a driver without launcher classes, or no compiled kernel
+    info = {}
+    precompile.prebuild_launcher(_Kernel("k"), info, driver=object())
+    precompile.prebuild_launcher(None, info, driver=Driver())
+    assert info == {}
