@@ -8,6 +8,8 @@
 #   OUT=/some/dir bash benchmarks/gpu_session_check.sh
 #
 # Writes at most 8 files: $OUT/checks.txt, $OUT/suite/{results.json,table.md,run.log},
+# $OUT/autotune.jsonl (every kernel the suite's danlu workers tuned: each candidate's build
+# seconds and time; `python benchmarks/autotune_log.py` summarizes it),
 # $OUT/compile_gpt2_train.txt, $OUT/prof_gpt2_compile.txt. Needs expecttest where the opinfo
 # cases run (not here). LIMIT (default 580 s) bounds the whole call.
 set -u
@@ -29,12 +31,13 @@ done
 } > "$OUT/checks.txt" 2>&1
 echo "checks done at $((SECONDS - start)) s"; cat "$OUT/checks.txt"
 suite_limit=$((LIMIT - 40 - (SECONDS - start)))  # the suite first; the profile gets what is left
-OUT=$OUT/suite SUITE_SKIP_INSTALL=1 SUITE_LIMIT=$suite_limit bash benchmarks/gpu_suite.sh \
+DANLU_AUTOTUNE_LOG=$OUT/autotune.jsonl OUT=$OUT/suite SUITE_SKIP_INSTALL=1 SUITE_LIMIT=$suite_limit bash benchmarks/gpu_suite.sh \
   --models all --modes train,infer --backends eager,torch,danlu,torch-ro,danlu-ro --jobs 8 \
   --time-budget $((suite_limit - 40)) > /tmp/dsc-suite.txt 2>&1
 echo "suite rc=$? at $((SECONDS - start)) s"
 rm -rf "$OUT/suite/speedups.png" "$OUT/suite/.workers" "$OUT/suite/.timing.lock"  # 8 files come back
 tail -45 "$OUT/suite/table.md" 2>/dev/null
+python3 benchmarks/autotune_log.py "$OUT/autotune.jsonl" --markdown 2>&1 | tail -12
 left=$((LIMIT - (SECONDS - start)))
 if [ "$left" -gt 40 ]; then
   DANLU_CACHE_DIR=/tmp/dsc-profile timeout $left python3 benchmarks/gpu_profile.py --model gpt2 \

@@ -121,6 +121,7 @@ class TritonBackend:
             if id(fn) not in by_fn:
                 by_fn[id(fn)] = TritonLauncher(fn, self.autotune, self.max_autotune)
             fns[n] = by_fn[id(fn)]
+            fns[n].call_sites += 1
         _maybe_dump(source)
         return fns, path, source
 
@@ -232,6 +233,7 @@ class TritonLauncher:
         self.autotune = autotune
         self.max_autotune = max_autotune
         self.configs: list[Config] | None = None  # the candidates that compiled
+        self.call_sites = 0  # the graph's kernel names that launch it (a repeated layer's)
         self.compile_info = None
         meta = fn.danlu_meta
         self.kind = meta["kind"]
@@ -351,7 +353,8 @@ class TritonLauncher:
         # time on copies: the wrapper may alias an output with a dying input (in place)
         scratch = [scratch_copy(a) for a in args]
         timings = []
-        for cfg in self.configs or self.candidates():
+        cands = self.configs or self.candidates()
+        for cfg in cands:
             try:
                 t = _time_launches(lambda cfg=cfg: self._launch(cfg, scratch))
             except Exception as e:  # a config can exceed shared memory or registers
@@ -361,7 +364,50 @@ class TritonLauncher:
         if not timings:
             return (self.configs or [self.heuristic()])[0]
         self.timings = [(round(t * 1000, 2), str(c)) for t, c in timings]
-        return min(timings, key=lambda tc: tc[0])[1]
+        best = min(timings, key=lambda tc: tc[0])[1]
+        log_autotune(self, timings, best)
+        return best
+
+
+def log_autotune(launcher, timings, best, path=None) -> None:
+    """With ``DANLU_AUTOTUNE_LOG`` set to a file: one JSON line per tuned kernel (its kind and
+    sizes; each candidate in the order tried, with its build seconds and its time a launch;
+    the winner's place). Which candidates ever win, and by how much, is what decides how
+    many a kernel needs to build: builds are most of a first call on the GPU."""
+    path = path or os.environ.get("DANLU_AUTOTUNE_LOG")
+    if not path:
+        return
+    built = {tuple(c): info.get("seconds") for c, _, info in launcher.compile_info or ()}
+    timed = {c: ms for ms, c in timings}
+    cands = launcher.configs or launcher.candidates()
+    rows = [
+        [
+            c.XBLOCK,
+            c.RBLOCK,
+            c.num_warps,
+            built.get((c.XBLOCK, c.RBLOCK, c.num_warps)),
+            None if c not in timed else round(timed[c], 5),
+        ]
+        for c in cands
+    ]
+    record = {
+        "kernel": getattr(launcher.fn, "__name__", "kernel"),
+        "kind": launcher.kind,
+        "xnumel": _plain(launcher.xnumel),
+        "rnumel": _plain(launcher.rnumel),
+        "candidates": rows,  # XBLOCK, RBLOCK, num_warps, build s, ms a launch
+        "chosen": cands.index(best) if best in cands else None,
+        "call_sites": getattr(launcher, "call_sites", 1) or 1,  # launches a call of the graph
+    }
+    try:
+        with open(path, "a") as f:  # one short write per line: processes may share the file
+            f.write(json.dumps(record) + "\n")
+    except OSError as e:
+        log.info("danlu_inductor: autotune log not written: %s", e)
+
+
+def _plain(n):
+    return n if isinstance(n, int) or n is None else str(n)
 
 
 def scratch_copy(t):

@@ -1,0 +1,50 @@
+"""``DANLU_AUTOTUNE_LOG``: one JSON line per tuned kernel, with each candidate's build seconds
+and time, so a GPU run can show which candidates ever win (``benchmarks/autotune_log.py``)."""
+
+from __future__ import annotations
+
+import json
+import types
+
+from danlu_inductor.codegen.triton.backend import log_autotune
+from danlu_inductor.codegen.triton.heuristics import Config
+
+
+def _launcher(cands, built):
+    return types.SimpleNamespace(
+        fn=types.SimpleNamespace(__name__="danlu_red_sum_3"),
+        kind="reduction",
+        xnumel=4096,
+        rnumel=768,
+        configs=cands,
+        candidates=lambda: cands,
+        compile_info=built,
+        call_sites=3,
+    )
+
+
+def test_each_candidate_with_its_build_and_time_and_the_winner(tmp_path):
+    a, b, c = Config(1, 1024, 4), Config(32, 64, 4), Config(8, 512, 4)
+    built = [((1, 1024, 4), None, {"seconds": 1.5}), ((32, 64, 4), None, {"seconds": 0.75})]
+    built.append(((8, 512, 4), "out of resources", {"seconds": 0.25}))
+    path = tmp_path / "tune.jsonl"
+    timings = [(0.0125, a), (0.01, b)]  # c failed to build: never timed
+    log_autotune(_launcher([a, b, c], built), timings, b, path=str(path))
+    log_autotune(_launcher([a, b], built[:2]), [(0.009, a), (0.01, b)], a, path=str(path))
+    first, second = (json.loads(line) for line in path.read_text().splitlines())
+    assert first["kernel"] == "danlu_red_sum_3" and first["kind"] == "reduction"
+    assert (first["xnumel"], first["rnumel"]) == (4096, 768)
+    assert first["candidates"] == [
+        [1, 1024, 4, 1.5, 0.0125],
+        [32, 64, 4, 0.75, 0.01],
+        [8, 512, 4, 0.25, None],
+    ]
+    assert first["chosen"] == 1 and second["chosen"] == 0 and first["call_sites"] == 3
+
+
+def test_no_log_without_the_variable(tmp_path, monkeypatch):
+    monkeypatch.delenv("DANLU_AUTOTUNE_LOG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    a = Config(1, 1024, 4)
+    log_autotune(_launcher([a], []), [(0.01, a)], a)
+    assert list(tmp_path.iterdir()) == []
