@@ -139,6 +139,8 @@ def test_cudagraph_runner_bookkeeping_without_a_gpu(results):
     assert r["states"][0] == "warm-up", r
     assert "out of range" in r["bad_index"], r
     assert r["mutation"].startswith("captured (1x)"), r
+    # the transposed input at the same address: captured again, with it copied
+    assert r["restrided"].startswith("captured (2x); 0 of 2"), r
 
 
 def test_graph_artifact_round_trip_runs_like_the_original(results):

@@ -421,7 +421,30 @@ def run_cudagraph_runner_logic():
         out = r2(A, B)
         torch.testing.assert_close(A, expect)
         torch.testing.assert_close(out[0], 3 * B)
-    return {"states": states, "bad_index": bad, "mutation": r2.report["cudagraphs"]}
+    # an input read in place that comes back at the same address with other strides (a
+    # square matrix transposed): caught by the layout check, copied from then on
+    g3 = torch.fx.Graph()
+    a, b = g3.placeholder("a"), g3.placeholder("b")
+    g3.output([g3.call_function(torch.ops.aten.add.Tensor, (a, b))])
+    gm3 = torch.fx.GraphModule({}, g3)
+    M, N = torch.randn(6, 6), torch.randn(6, 6)
+    c3 = compile_triton(gm3, [M, N], torch.device("cpu"), opts)
+    r3 = cudagraphs.CudaGraphRunner(c3, (), cudagraphs.promised_layouts(gm3, 2))
+    r3._record = runner._record
+    alive = []  # every b stays alive: a fresh address each call, never read in place
+    for m in (M, M, M, M.t(), M.t(), M):
+        alive.append(torch.randn(6, 6))
+        torch.testing.assert_close(r3(m, alive[-1])[0], m + alive[-1])
+    gm3.meta["input_layouts_fixed"] = [True, False]
+    promised = sorted(cudagraphs.promised_layouts(gm3, 2))
+    gm3.meta["input_layouts_fixed"] = True
+    assert promised == [0] and sorted(cudagraphs.promised_layouts(gm3, 2)) == [0, 1]
+    return {
+        "states": states,
+        "bad_index": bad,
+        "mutation": r2.report["cudagraphs"],
+        "restrided": r3.report["cudagraphs"],
+    }
 
 
 def run_max_autotune():
