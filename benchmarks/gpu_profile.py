@@ -7,6 +7,10 @@ kernel time per step, the number of kernel launches per step, and the kernels th
 most time. A step whose wall time is far above its kernel time is launch-bound (host work).
 
     python benchmarks/gpu_profile.py --model gpt2 --mode infer --out /tmp/profile
+    python benchmarks/gpu_profile.py --model resnet50 --backends torch-ro,danlu-ro --host-profile
+
+Backends: eager, torch, danlu, and torch-ro / danlu-ro (mode="reduce-overhead": CUDA graph
+replays, where the host's work before each replay adds to the step).
 """
 
 from __future__ import annotations
@@ -174,18 +178,22 @@ def main():
             fn = module
         elif b == "torch":
             fn = torch.compile(module)
+        elif b == "torch-ro":
+            fn = torch.compile(module, mode="reduce-overhead")
+        elif b == "danlu-ro":
+            fn = danlu.compile(module, mode="reduce-overhead")
         else:
             fn = danlu.compile(module, mode=args.danlu_mode)
         step = step_fn(fn, inputs, train, params)
         t = time.perf_counter()
-        if args.compile_profile and b == "danlu":
+        if args.compile_profile and b.startswith("danlu"):
             path = os.path.join(args.out, f"compile_{args.model}_{args.mode}.txt")
             host_profile(step, 1, path, rows=80)
         else:
             step()
         torch.cuda.synchronize()
         first = time.perf_counter() - t
-        if b == "danlu":
+        if b.startswith("danlu"):
             phases = danlu.CompileStats.current().phases
             print("danlu compile phases:", {k: round(v, 1) for k, v in phases.items()})
             for k in danlu.CompileStats.current().kernel_graphs:
@@ -204,9 +212,9 @@ def main():
             print(f"   {ms:8.3f} ms  x{count:<5}  [{group}]", flush=True)
         for name, count, ms in r["top"]:
             print(f"   {ms:8.3f} ms  x{count:<5.0f} {name}", flush=True)
-        if args.host_profile and b == "danlu":
+        if args.host_profile and b.startswith("danlu"):
             host_profile(
-                step, args.iters, os.path.join(args.out, f"host_{args.model}_{args.mode}.txt")
+                step, args.iters, os.path.join(args.out, f"host_{args.model}_{args.mode}_{b}.txt")
             )
         torch._dynamo.reset()
     with open(os.path.join(args.out, f"profile_{args.model}_{args.mode}.json"), "w") as f:
