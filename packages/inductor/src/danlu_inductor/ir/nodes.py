@@ -15,7 +15,7 @@ import sympy
 import torch
 
 from danlu_inductor.ir.layout import FixedLayout, FlexibleLayout, Layout
-from danlu_inductor.ir.ops import OpCounter, Printer, V, ops
+from danlu_inductor.ir.ops import GPU_CHEAP_MATH, OpCounter, Printer, V, ops
 from danlu_inductor.ir.symbols import (
     affine_coefficients,
     as_exprs,
@@ -295,10 +295,13 @@ class StorageBox:
             c = self.data.count_ops()
             if getattr(_current.graph, "for_gpu", False):
                 # GPU kernels are bound by memory: arithmetic is nearly free, so only values
-                # that read much or compute transcendentals are stored (a loss gradient over
-                # a vocabulary, ~30 ops on per-row loads, would otherwise be written and read
-                # back in float32)
-                expensive = c.heavy or len(c.distinct_loads) > 4 or c.count > 64
+                # that read much or compute costly math are stored (a loss gradient over a
+                # vocabulary, ~30 ops on per-row loads, would otherwise be written and read
+                # back in float32). exp and log are recomputed: softmax's exp(x - max), read
+                # by its sum and its division, stored and read back was two of the five passes
+                # over a long row (softmax_long_rows: 53.8 us against eager's 31.3)
+                costly = c.heavy_ops - GPU_CHEAP_MATH
+                expensive = bool(costly) or len(c.distinct_loads) > 4 or c.count > 64
             else:
                 expensive = c.heavy or c.loads > 4 or c.count > 24
             if expensive:

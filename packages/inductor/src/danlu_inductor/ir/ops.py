@@ -30,6 +30,9 @@ HEAVY = frozenset(
     "exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan sinh cosh tanh asinh "
     "acosh atanh erf erfc lgamma sigmoid pow atan2 hypot".split()
 )
+# heavy on a CPU, cheap in a GPU kernel: one or two special-function instructions in fp32
+# (tl.exp, tl.log, ...), next to a memory-bound kernel's loads and stores
+GPU_CHEAP_MATH = frozenset("exp exp2 log log2 sigmoid".split())
 
 
 class _State(threading.local):
@@ -86,6 +89,7 @@ class OpCounter:
         self.count = 0
         self.loads = 0
         self.heavy = False
+        self.heavy_ops: set[str] = set()
         self.names = set()
         self.distinct_loads = set()  # (buffer, index): a value loaded twice costs one read
 
@@ -101,6 +105,7 @@ class OpCounter:
                 self.distinct_loads.add((args[0], str(args[1])))
             if name in HEAVY:
                 self.heavy = True
+                self.heavy_ops.add(name)
             if name == "indirect_indexing":
                 import sympy
 
