@@ -48,3 +48,24 @@ def test_no_log_without_the_variable(tmp_path, monkeypatch):
     a = Config(1, 1024, 4)
     log_autotune(_launcher([a], []), [(0.01, a)], a)
     assert list(tmp_path.iterdir()) == []
+
+
+def _fake_kernel():
+    meta = {"kind": "pointwise", "xnumel": 1 << 20, "rnumel": 1, "params": ["a", "b"]}
+    meta.update(uses_err=False, signature={}, size_hints=[], size_args=[])
+    return types.SimpleNamespace(danlu_meta=meta, src="def k(): pass", __name__="k")
+
+
+def test_candidate_count_from_the_environment(monkeypatch):
+    from danlu_inductor.codegen.triton.backend import TritonLauncher
+
+    monkeypatch.delenv("DANLU_TRITON_CANDIDATES", raising=False)
+    three = TritonLauncher(_fake_kernel())
+    monkeypatch.setenv("DANLU_TRITON_CANDIDATES", "1")
+    one = TritonLauncher(_fake_kernel())
+    assert len(three.candidates()) == 3 and one.candidates() == [three.heuristic()]
+    # a choice tuned among three is not reused where only one was built
+    assert one.key != three.key
+    assert len(TritonLauncher(_fake_kernel(), max_autotune=True).candidates()) > 3
+    monkeypatch.setenv("DANLU_TRITON_CANDIDATES", "many")
+    assert len(TritonLauncher(_fake_kernel()).candidates()) == 3

@@ -224,6 +224,16 @@ def _save_tuned():
     os.replace(tmp, _tuning_file())
 
 
+def default_candidates() -> int:
+    """Candidate configs per kernel outside max-autotune: ``DANLU_TRITON_CANDIDATES``, 3 when
+    unset (the heuristic pick first, so 1 means no timing at all)."""
+    try:
+        return max(1, int(os.environ.get("DANLU_TRITON_CANDIDATES", "3")))
+    except ValueError:
+        log.warning("danlu_inductor: DANLU_TRITON_CANDIDATES must be an int; using 3")
+        return 3
+
+
 class TritonLauncher:
     """Launches one generated kernel; ``config`` is fixed after the first call, so later
     calls are a plain launch (no sync, no allocation): safe to capture in a CUDA graph."""
@@ -256,7 +266,10 @@ class TritonLauncher:
         # tried yet; False: it does not apply (tried once, after the config's first launch)
         self._go = None
         src = getattr(fn, "src", "") or ""
-        tag = "max" if max_autotune else "default"
+        # how many of the candidates a default compile builds and times (DANLU_TRITON_CANDIDATES;
+        # builds are most of a GPU first call, and the autotune log shows what each place wins)
+        self.ncands = default_candidates()
+        tag = "max" if max_autotune else "default" if self.ncands == 3 else f"default{self.ncands}"
         self.key = hashlib.sha256(
             f"{src}|{self.kind}|{self.xnumel}|{self.rnumel}|{tag}".encode()
         ).hexdigest()[:32]
@@ -268,7 +281,7 @@ class TritonLauncher:
         if not self.autotune:
             return [self.heuristic()]
         cands = candidate_configs(self.kind, self.xnumel, self.rnumel)
-        return cands if self.max_autotune else cands[:3]
+        return cands if self.max_autotune else cands[: self.ncands]
 
     def grid(self, cfg: Config, xnumel=None, rnumel=None):
         xnumel = self.xnumel if xnumel is None else xnumel
