@@ -377,6 +377,15 @@ def _compiler_notes(backend: str) -> str | None:
                 if fallbacks:
                     top = sorted(fallbacks.items(), key=lambda kv: -kv[1])[:6]
                     text += ", ATen fallbacks " + ", ".join(f"{op} x{n}" for op, n in top)
+                # reduce-overhead: did each graph replay, or stop (and why)?
+                states = []
+                for k in s.kernel_graphs:
+                    compiled = k._compiled() if k._compiled is not None else None
+                    state = (getattr(compiled, "report", None) or {}).get("cudagraphs")
+                    if state and state not in states:
+                        states.append(state)
+                if states:
+                    text += ", CUDA graphs: " + "; ".join(states)
             if s.phases:
                 text += "; " + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(s.phases.items()))
             return text
