@@ -14,15 +14,10 @@
 # cases run (not here). LIMIT (default 580 s) bounds the whole call.
 set -u
 cd "$(dirname "$0")/.."
-start=$SECONDS
-LIMIT=${LIMIT:-580}
+source benchmarks/device_common.sh
+install_packages
 OUT=${OUT:-/tmp/danlu-session-check}
 mkdir -p "$OUT/suite"
-export PYTHONUNBUFFERED=1
-for p in primtorch dynamo aotautograd inductor compile; do
-  python3 -m pip install -q --no-deps --no-build-isolation -e packages/$p > /tmp/inst_$p.log 2>&1 \
-    || echo "install $p failed"
-done
 {
   (cd packages/inductor/tests && DANLU_CACHE_DIR=/tmp/dsc-tests timeout 90 python3 -m pytest -q \
     -p no:cacheprovider test_direct_launch.py test_precompile_workers.py 2>&1 | tail -5)
@@ -38,7 +33,7 @@ echo "suite rc=$? at $((SECONDS - start)) s"
 rm -rf "$OUT/suite/speedups.png" "$OUT/suite/.workers" "$OUT/suite/.timing.lock"  # 8 files come back
 tail -45 "$OUT/suite/table.md" 2>/dev/null
 python3 benchmarks/autotune_log.py "$OUT/autotune.jsonl" --markdown 2>&1 | tail -12
-left=$((LIMIT - (SECONDS - start)))
+left=$(left)
 if [ "$left" -gt 40 ]; then
   DANLU_CACHE_DIR=/tmp/dsc-profile timeout $left python3 benchmarks/gpu_profile.py --model gpt2 \
     --mode train --backends danlu --compile-profile --iters 2 --out /tmp/dsc-p \

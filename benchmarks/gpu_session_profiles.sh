@@ -12,18 +12,10 @@
 # $OUT/host_resnet50_infer_danlu.txt, $OUT/logits_strides.txt. LIMIT (default 580 s).
 set -u
 cd "$(dirname "$0")/.."
-start=$SECONDS
-LIMIT=${LIMIT:-580}
+source benchmarks/device_common.sh
+[ -n "${SUITE_SKIP_INSTALL:-}" ] || install_packages
 OUT=${OUT:-/tmp/danlu-session-profiles}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if [ -z "${SUITE_SKIP_INSTALL:-}" ]; then
-  for p in primtorch dynamo aotautograd inductor compile; do
-    python3 -m pip install -q --no-deps --no-build-isolation -e packages/$p > /tmp/inst_$p.log 2>&1 \
-      || echo "install $p failed"
-  done
-fi
-left() { echo $((LIMIT - (SECONDS - start))); }
 {
   echo "== logits strides (torch $(python3 -c 'import torch; print(torch.__version__)'))"
   timeout 150 python3 - <<'PY'
