@@ -6,6 +6,7 @@ with fullgraph=True. Prints a table of counts and writes JSON.
 
     python benchmarks/dynamo_differential.py --seeds 1000 --out /tmp/diff.json
     python benchmarks/dynamo_differential.py --seeds 200 --no-torch     # danlu only
+    python benchmarks/dynamo_differential.py --seeds 500 --first-seed 1500 --no-torch --no-corpus
 
 Counts per compiler: correct, wrong (results, mutated inputs or module state differ), raised
 (compiled raised where eager did not), hung, graphs captured, graph breaks (danlu),
@@ -141,7 +142,8 @@ def run(compilers, seeds, corpus):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=500, help="random programs (seeds 0..N-1)")
+    ap.add_argument("--seeds", type=int, default=500, help="random programs (N seeds)")
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds FIRST..FIRST+N-1")
     ap.add_argument("--no-corpus", action="store_true")
     ap.add_argument("--no-torch", action="store_true", help="danlu only")
     ap.add_argument("--out", default=None, help="JSON file for counts and failures")
@@ -149,7 +151,8 @@ def main(argv=None):
     compilers = [("danlu", danlu_compiler(), danlu_compiler(fullgraph=True))]
     if not args.no_torch:
         compilers.append(("torch.compile", torch_compiler(), torch_compiler(fullgraph=True)))
-    rows, details = run(compilers, range(args.seeds), not args.no_corpus)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    rows, details = run(compilers, seeds, not args.no_corpus)
     cols = [
         "programs",
         "correct",
