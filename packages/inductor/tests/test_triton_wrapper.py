@@ -141,6 +141,7 @@ def test_cudagraph_runner_bookkeeping_without_a_gpu(results):
     assert r["mutation"].startswith("captured (1x)"), r
     # the transposed input at the same address: captured again, with it copied
     assert r["restrided"].startswith("captured (2x); 0 of 2"), r
+    assert r["transposed_in_place"].startswith("captured (2x); 0 of 2"), r
 
 
 def test_graph_artifact_round_trip_runs_like_the_original(results):

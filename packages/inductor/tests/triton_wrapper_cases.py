@@ -435,6 +435,15 @@ def run_cudagraph_runner_logic():
     for m in (M, M, M, M.t(), M.t(), M):
         alive.append(torch.randn(6, 6))
         torch.testing.assert_close(r3(m, alive[-1])[0], m + alive[-1])
+    # the same object transposed in place (same address, new strides): also caught
+    r4 = cudagraphs.CudaGraphRunner(c3, (), cudagraphs.promised_layouts(gm3, 2))
+    r4._record = runner._record
+    M = torch.randn(6, 6)
+    for k in range(5):
+        if k == 3:
+            M.t_()
+        alive.append(torch.randn(6, 6))
+        torch.testing.assert_close(r4(M, alive[-1])[0], M + alive[-1])
     gm3.meta["input_layouts_fixed"] = [True, False]
     promised = sorted(cudagraphs.promised_layouts(gm3, 2))
     gm3.meta["input_layouts_fixed"] = True
@@ -444,6 +453,7 @@ def run_cudagraph_runner_logic():
         "bad_index": bad,
         "mutation": r2.report["cudagraphs"],
         "restrided": r3.report["cudagraphs"],
+        "transposed_in_place": r4.report["cudagraphs"],
     }
 
 

@@ -206,19 +206,18 @@ class CudaGraphRunner:
         return self.compiled(*args)
 
     def _moved(self, args):
-        out = set()
-        for i in self.static_idx:
-            a, s = args[i], self.static_inputs[i]
-            if a.data_ptr() != s.data_ptr() or a.stride() != s.stride() or a.shape != s.shape:
+        out = {i for i, p in zip(self.static_order, self.static_ptrs) if args[i].data_ptr() != p}
+        for i, shape, stride in self.layout_checked:
+            if args[i].stride() != stride or args[i].shape != shape:
                 out.add(i)
         return out
 
     def _static_ok(self, args):
         if [args[i].data_ptr() for i in self.static_order] != self.static_ptrs:
             return False
-        for i in self.layout_checked:
-            a, s = args[i], self.static_inputs[i]
-            if a.stride() != s.stride() or a.shape != s.shape:
+        for i, shape, stride in self.layout_checked:
+            a = args[i]
+            if a.stride() != stride or a.shape != shape:
                 return False
         return True
 
@@ -240,7 +239,13 @@ class CudaGraphRunner:
         # what a replay checks and copies, in the order it does
         self.static_order = sorted(self.static_idx)
         self.static_ptrs = [args[i].data_ptr() for i in self.static_order]
-        self.layout_checked = [i for i in self.static_order if i not in self.fixed_layouts]
+        # the layouts as captured (an input read in place is often the very object passed
+        # later: resized in place, it would compare equal to itself)
+        self.layout_checked = [
+            (i, args[i].shape, args[i].stride())
+            for i in self.static_order
+            if i not in self.fixed_layouts
+        ]
         self.copied = [i for i in range(len(args)) if i not in self.static_idx]
         self.copied_back = [i for i in self.copied if i in self.mutated]
         device = args[0].device if args else torch.device("cuda")
