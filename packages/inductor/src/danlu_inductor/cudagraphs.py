@@ -205,21 +205,23 @@ class CudaGraphRunner:
         log.warning("danlu_inductor: CUDA graph replays stopped: %s", why)
         return self.compiled(*args)
 
+    def _restrided(self, args):
+        """The inputs read in place whose sizes or strides differ from the captured ones
+        (only those whose layouts the caller does not promise are looked at)."""
+        return {
+            i
+            for i, shape, stride in self.layout_checked
+            if args[i].stride() != stride or args[i].shape != shape
+        }
+
     def _moved(self, args):
         out = {i for i, p in zip(self.static_order, self.static_ptrs) if args[i].data_ptr() != p}
-        for i, shape, stride in self.layout_checked:
-            if args[i].stride() != stride or args[i].shape != shape:
-                out.add(i)
-        return out
+        return out | self._restrided(args)
 
     def _static_ok(self, args):
         if [args[i].data_ptr() for i in self.static_order] != self.static_ptrs:
             return False
-        for i, shape, stride in self.layout_checked:
-            a = args[i]
-            if a.stride() != stride or a.shape != shape:
-                return False
-        return True
+        return not self._restrided(args)
 
     def _capture(self, args, static):
         self.graph = None

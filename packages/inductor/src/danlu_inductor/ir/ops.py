@@ -88,10 +88,14 @@ class OpCounter:
     def __init__(self):
         self.count = 0
         self.loads = 0
-        self.heavy = False
-        self.heavy_ops: set[str] = set()
+        self.heavy_ops: set[str] = set()  # the costly math ops the body uses
         self.names = set()
         self.distinct_loads = set()  # (buffer, index): a value loaded twice costs one read
+
+    @property
+    def heavy(self) -> bool:
+        """Any costly math at all (the CPU's rule; GPU graphs look at ``heavy_ops``)."""
+        return bool(self.heavy_ops)
 
     def __getattr__(self, name):
         if name not in ALL_OPS:
@@ -104,7 +108,6 @@ class OpCounter:
                 self.names.add(args[0])
                 self.distinct_loads.add((args[0], str(args[1])))
             if name in HEAVY:
-                self.heavy = True
                 self.heavy_ops.add(name)
             if name == "indirect_indexing":
                 import sympy

@@ -83,7 +83,13 @@ def launch_call(run, function, packed):
     if found is not None:
         _, between, flat = found
         return run.launch, between, flat
-    return run, (function, packed, None, None, None), True
+    return run, _own_call_between(function, packed), True
+
+
+def _own_call_between(function, packed):
+    """The launcher's own ``__call__``: after the grid and stream, the kernel function, its
+    packed metadata, no launch metadata and no enter or exit hook."""
+    return function, packed, None, None, None
 
 
 class DirectLaunch:
@@ -204,11 +210,7 @@ class DirectLaunch:
             grid[1] if len(grid) > 1 else 1,
             grid[2] if len(grid) > 2 else 1,
             self.get_stream(self.device),
-            self.function,
-            self.packed,
-            None,
-            None,
-            None,
+            *_own_call_between(self.function, self.packed),
             *args,
             *sizes,
             *self.tail,

@@ -88,8 +88,8 @@ def compile_job(path, kernel, configs, dtypes, sizes, target):
         try:
             if target is None:
                 args = [getattr(torch, d) for d in dtypes] + list(sizes)
-                kernel = fn.warmup(*args, grid=(1,), num_warps=warps, **kwargs)
-                prebuild_launcher(kernel, info)
+                compiled = fn.warmup(*args, grid=(1,), num_warps=warps, **kwargs)
+                prebuild_launcher(compiled, info)
             else:
                 import triton
                 from triton.backends.compiler import GPUTarget
