@@ -131,17 +131,15 @@ def test_division_by_a_row_reduction_matches_eager_at_the_edges():
     assert "dl_recip_ok" in c.kernel_source
 
 
-@pytest.mark.xfail(
-    reason="danlu-primtorch's _softmax decomposition replaces an infinite row max by 0 (meant "
-    "for all -inf rows), so a row holding +inf gives 0s and one NaN where eager gives all NaN; "
-    "the inductor's own _softmax lowering is right but the decomposition runs first",
-    strict=True,
-)
 def test_softmax_of_a_row_holding_inf_is_nan_like_eager():
-    x = torch.randn(3, 8)
+    # a +inf max is not shifted to 0 (that is for rows of -inf only): the row is NaN
+    x = torch.randn(4, 8)
     x[1, 2] = float("inf")
-    c, _ = compile_fn(lambda x: torch.softmax(x, -1), x)
-    torch.testing.assert_close(c(x), torch.softmax(x, -1), equal_nan=True)
+    x[2] = float("-inf")
+    x[3, :5] = float("-inf")
+    for fn in (lambda x: torch.softmax(x, -1), lambda x: torch.log_softmax(x, -1)):
+        c, _ = compile_fn(fn, x)
+        torch.testing.assert_close(c(x), fn(x), equal_nan=True)
 
 
 def test_integer_division_and_overflow_follow_torch():

@@ -55,14 +55,14 @@ def test_configs_cover_the_sizes(kind, x, r):
             assert (r + c.RBLOCK - 1) // c.RBLOCK <= 65535  # grid axis 1 limit
 
 
-def _kernels_for(fn, *inputs):
+def _kernels_for(fn, *inputs, for_gpu=False):
     from helpers import aten_graph
 
     from danlu_inductor.codegen.triton.backend import TritonBackend
     from danlu_inductor.graph import GraphLowering
     from danlu_inductor.scheduler import Scheduler
 
-    graph = GraphLowering(aten_graph(fn, *inputs), list(inputs)).run()
+    graph = GraphLowering(aten_graph(fn, *inputs), list(inputs), for_gpu=for_gpu).run()
     dtypes = {n: b.layout.dtype for n, b in graph.name_to_buffer.items() if b.layout is not None}
     groups = [g for g in Scheduler(graph).groups if not g.is_extern]
     return [TritonBackend().make_kernel(g, f"k{i}", dtypes, set()) for i, g in enumerate(groups)]
@@ -80,12 +80,28 @@ def test_index_math_is_64_bit_only_past_int32():
 
 
 def test_looped_reduction_hoists_row_values_out_of_the_loop():
-    (art,) = _kernels_for(lambda x: torch.softmax(x, -1), torch.empty(4, 5000, device="meta"))
+    def fn(x):
+        m = x.amax(-1, keepdim=True)
+        return (x - torch.where(m.isinf(), 0.0, m)).exp().sum(-1)
+
+    (art,) = _kernels_for(fn, torch.empty(4, 5000, device="meta"))
     assert art.kind == "reduction"
     loops = art.source.split("for roffset in range(0, 5000, RBLOCK):")
-    assert len(loops) == 4  # max, sum, normalize
-    # the row max (with its inf guard) is computed between loops, not inside the last two
-    assert "isinf" not in loops[2] and "isinf" not in loops[3] and "isinf" in loops[1]
+    assert len(loops) == 3  # max, sum
+    # the row max's inf guard is computed between the loops, not inside the second
+    assert "isinf" not in loops[2] and "isinf" in loops[1]
+
+
+@pytest.mark.parametrize("for_gpu", [True, False])
+def test_long_softmax_rows_are_read_twice_on_gpu_graphs(for_gpu):
+    # GPU graphs: the row's max and sum of exponentials in one online loop, then the store;
+    # otherwise a loop each for the max, the sum and the store (enough rows not to be split)
+    (art,) = _kernels_for(
+        lambda x: torch.softmax(x, -1), torch.empty(2048, 5000, device="meta"), for_gpu=for_gpu
+    )
+    assert art.kind == "reduction"
+    assert art.source.count("for roffset in range(0, 5000, RBLOCK):") == (2 if for_gpu else 3)
+    assert ("dm.softmax_combine" in art.source) == for_gpu
 
 
 def test_build_writes_an_importable_module_and_dumps_it(tmp_path, monkeypatch):

@@ -28,6 +28,19 @@ def _nan_rows(shape):
     return x
 
 
+def _inf_rows(shape):
+    """Rows a softmax must get right: all -inf (NaN, as eager), -inf over the first half (lanes
+    that see only -inf for a while), one +inf (NaN), one NaN, and a max in the last block
+    (the running sums rescaled)."""
+    x = torch.randn(*shape)
+    x[0] = float("-inf")
+    x[1, : shape[1] // 2] = float("-inf")
+    x[2, 5] = float("inf")
+    x[3, 7] = float("nan")
+    x[4, -1] = 30.0
+    return x
+
+
 def _ties(shape):
     return torch.randint(0, 4, shape).float()
 
@@ -229,6 +242,32 @@ CASES = {
         {"reduction"},
     ),
     "log_softmax_dim0": (lambda x: torch.log_softmax(x, 0), lambda: [torch.randn(50, 20)], set()),
+    # long rows: max and sum of exponentials in one online pass (rescaled when the max grows)
+    "softmax_online_inf_rows": (
+        lambda x: torch.softmax(x, -1),
+        lambda: [_inf_rows((6, 2500))],
+        {"reduction"},
+    ),
+    "log_softmax_online_inf_rows": (
+        lambda x: torch.log_softmax(x * 10, -1),
+        lambda: [_inf_rows((6, 2500))],
+        {"reduction"},
+    ),
+    "softmax_online_split": (  # few long rows: a (max, sum) pair per chunk, then combined
+        lambda x: torch.softmax(x, -1),
+        lambda: [_inf_rows((6, 16384))],
+        set(),
+    ),
+    "log_softmax_online_outer": (
+        lambda x: torch.log_softmax(x, 0),
+        lambda: [torch.randn(3000, 6) * 5],
+        {"outer_reduction"},
+    ),
+    "bf16_log_softmax_online": (
+        lambda x: torch.log_softmax(x, -1),
+        lambda: [torch.randn(64, 5000).bfloat16() * 4],
+        set(),
+    ),
     "layernorm": (
         lambda x, w, b: F.layer_norm(x, (256,), w, b),
         lambda: [torch.randn(64, 256), torch.randn(256), torch.randn(256)],
@@ -354,6 +393,11 @@ KERNEL_COUNTS = {
 MASKED_LOADS = ("cat_last_dim_masked", "cat_transposed_masked", "pad_both_sides_masked")
 
 
+# cases whose kernel reads each row this many times (loops over R): a softmax's max and sum
+# of exponentials in one online loop, then the normalized store
+ROW_LOOPS = {"softmax_looped": 2, "softmax_online_inf_rows": 2, "log_softmax_online_inf_rows": 2}
+
+
 # cases that must allocate only this many buffers of a full-size shape (the outputs)
 FULL_SIZE_BUFFERS = {"loss_grad_shared_cheap_value": ("[64, 1000]", 1)}
 
@@ -381,6 +425,9 @@ def run_interpret(name):
         source = c.kernel_source or ""
         assert "tl.load(" in source and "tl.minimum(tl.maximum(" not in source, source
         assert " <= " in source, source  # the loads' range tests
+    if name in ROW_LOOPS:
+        loops = (c.kernel_source or "").count("for roffset in range(")
+        assert loops == ROW_LOOPS[name], c.kernel_source
     if name in KERNEL_COUNTS:
         assert len(c.artifacts) == KERNEL_COUNTS[name], [a.name for a in c.artifacts]
     assert "fallback_reason" not in c.report, c.report["fallback_reason"]
@@ -460,6 +507,11 @@ def run_cuda(name, bench):
 BENCH = {
     "softmax_large": (lambda x: torch.softmax(x, -1), lambda: [torch.randn(8192, 1000)]),
     "softmax_long_rows": (lambda x: torch.softmax(x, -1), lambda: [torch.randn(256, 30000)]),
+    # a language model's loss rows (GPT-2: 4096 positions, 50257 words)
+    "bf16_log_softmax_vocab": (
+        lambda x: torch.log_softmax(x, -1),
+        lambda: [torch.randn(4096, 50257).bfloat16()],
+    ),
     "layernorm_large": (
         lambda x, w, b: F.layer_norm(x, (1024,), w, b),
         lambda: [torch.randn(16384, 1024), torch.randn(1024), torch.randn(1024)],

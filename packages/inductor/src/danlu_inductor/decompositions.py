@@ -1,7 +1,7 @@
 """The decomposition table the compiler traces with: danlu-primtorch's canonical table,
-minus ops we lower better ourselves (one loop instead of a decomposed graph) and ops whose
-library kernel beats what their decomposition lowers to (on every device, or on the CPU
-only)."""
+minus ops we lower better ourselves (one loop instead of a decomposed graph: everywhere, or
+on GPUs only) and ops whose library kernel beats what their decomposition lowers to (on
+every device, or on the CPU only)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,15 @@ LIBRARY_ON_CPU = {
 }
 
 
+# Lowered directly on GPUs (lowering/softmax.py): a long row's max and sum of exponentials
+# come from one online pass there, which the decomposed max, exp and sum cannot express.
+# Decomposed on the CPU, whose C++ kernels hold a row in cache for the second pass.
+LOWERED_ON_GPU = {
+    aten._softmax.default,
+    aten._log_softmax.default,
+}
+
+
 def _unless_on_cpu(decomposition):
     def decompose(first, *args, **kwargs):
         from danlu_inductor.pipeline.steps import triton_on_cpu
@@ -38,6 +47,17 @@ def _unless_on_cpu(decomposition):
         if first.device.type == "cpu" and not triton_on_cpu():
             return NotImplemented  # the tracer records the op itself: ATen runs it
         return decomposition(first, *args, **kwargs)
+
+    return decompose
+
+
+def _only_on_cpu(decomposition):
+    def decompose(first, *args, **kwargs):
+        from danlu_inductor.pipeline.steps import triton_on_cpu
+
+        if first.device.type == "cpu" and not triton_on_cpu():
+            return decomposition(first, *args, **kwargs)
+        return NotImplemented  # the tracer records the op itself: lowered directly
 
     return decompose
 
@@ -51,4 +71,7 @@ def decomposition_table():
     for op in LIBRARY_ON_CPU:
         if op in table:
             table[op] = _unless_on_cpu(table[op])
+    for op in LOWERED_ON_GPU:
+        if op in table:
+            table[op] = _only_on_cpu(table[op])
     return table

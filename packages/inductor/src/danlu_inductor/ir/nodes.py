@@ -79,7 +79,8 @@ class Pointwise(Loops):
         return []
 
 
-# Reduction types and the value a reduction over zero elements produces.
+# Reduction types. ``softmax_max`` and ``softmax_sum`` are one pass over a row: its max and the
+# sum of exp(value - max), kept as a running max and a rescaled running sum (lowering/softmax.py).
 REDUCTION_TYPES = (
     "sum",
     "prod",
@@ -91,6 +92,8 @@ REDUCTION_TYPES = (
     "all",
     "welford_mean",
     "welford_m2",
+    "softmax_max",
+    "softmax_sum",
 )
 
 
@@ -98,7 +101,8 @@ class Reduction(Loops):
     """``ranges`` are the kept (output) dims, ``reduction_ranges`` the reduced ones.
 
     ``inner_fn(index, rindex)`` computes one input element of the reduction. ``welford_*``
-    reductions share one Welford accumulator when they reduce the same value in one kernel.
+    reductions share one Welford accumulator when they reduce the same value in one kernel;
+    ``softmax_*`` ones share one running (max, sum) pair the same way.
     """
 
     def __init__(self, dtype, ranges, reduction_ranges, reduction_type, inner_fn, src_dtype):

@@ -7,6 +7,7 @@ from danlu_inductor.lowering import (  # noqa: F401  (imported for their registr
     pointwise,
     pooling,
     reductions,
+    softmax,
     views,
 )
 from danlu_inductor.lowering.registry import LOWERINGS, NotLowered

@@ -1,5 +1,5 @@
 """Reductions (sum, prod, max, min, arg*, any/all, Welford mean/var) and the composite ops
-written with them (mean, var, softmax, log_softmax, layer norm)."""
+written with them (mean, var, layer norm, logsumexp). Softmax and log-softmax: softmax.py."""
 
 from __future__ import annotations
 
@@ -59,13 +59,11 @@ def _dims(x, dim):
     return sorted({normalize_dim(d, n) for d in dim})
 
 
-def reduce(x, dims, reduction_type, out_dtype, src_dtype=None, keepdim=False):
-    """A realized Reduction of ``x`` over ``dims`` (``keepdim`` adds size-1 views back)."""
-    check_dtype(x.get_dtype())
-    check_dtype(out_dtype)
+def reduction_body(x, dims, src_dtype):
+    """``(inner, kept sizes, reduced sizes)`` of a reduction of ``x`` over ``dims``:
+    ``inner(index, rindex)`` loads one element, as ``src_dtype``."""
     size = list(x.get_size())
     kept = [d for d in range(len(size)) if d not in dims]
-    src_dtype = src_dtype or compute_dtype(x.get_dtype())
     loader = x.make_loader()
     in_dtype = x.get_dtype()
 
@@ -78,24 +76,44 @@ def reduce(x, dims, reduction_type, out_dtype, src_dtype=None, keepdim=False):
         v = loader(full)
         return v if in_dtype == src_dtype else ops.to_dtype(v, src_dtype)
 
-    kept_sizes, red_sizes = [size[d] for d in kept], [size[d] for d in dims]
+    return inner, [size[d] for d in kept], [size[d] for d in dims]
+
+
+def split_count(inner, kept_sizes, red_sizes, reduction_type) -> tuple[int, bool]:
+    """``(splits, chunk_major)``: how many chunks a GPU graph splits the reduced extent
+    into (1: not split), and whether the partials are laid out chunk-major."""
     splits = _splits(kept_sizes, red_sizes, reduction_type)
     loads = _probe_loads(inner, kept_sizes, red_sizes) if splits > 1 else None
     if splits > 1 and _enough_rows(loads, kept_sizes, red_sizes):
         splits = 1
+    return splits, splits > 1 and _contiguous_along_kept(loads, kept_sizes, red_sizes)
+
+
+def realized(node):
+    box = StorageBox(node)
+    box.realize()
+    return box
+
+
+def keep_dims(out, dims):
+    for d in dims:
+        out = unsqueeze(out, d)
+    return out
+
+
+def reduce(x, dims, reduction_type, out_dtype, src_dtype=None, keepdim=False):
+    """A realized Reduction of ``x`` over ``dims`` (``keepdim`` adds size-1 views back)."""
+    check_dtype(x.get_dtype())
+    check_dtype(out_dtype)
+    src_dtype = src_dtype or compute_dtype(x.get_dtype())
+    inner, kept_sizes, red_sizes = reduction_body(x, dims, src_dtype)
+    splits, chunk_major = split_count(inner, kept_sizes, red_sizes, reduction_type)
     if splits > 1:
-        chunk_major = _contiguous_along_kept(loads, kept_sizes, red_sizes)
-        inner, red_sizes = _first_stage(
+        inner, red_sizes = split_first_stage(
             inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits, chunk_major
         )
-    red = Reduction(out_dtype, kept_sizes, red_sizes, reduction_type, inner, src_dtype)
-    box = StorageBox(red)
-    box.realize()
-    out = box
-    if keepdim:
-        for d in dims:
-            out = unsqueeze(out, d)
-    return out
+    out = realized(Reduction(out_dtype, kept_sizes, red_sizes, reduction_type, inner, src_dtype))
+    return keep_dims(out, dims) if keepdim else out
 
 
 # Split reductions (GPU graphs): a reduction with few outputs and a long reduced extent (the
@@ -190,7 +208,7 @@ def _contiguous_along_kept(loads, kept_sizes, red_sizes) -> bool:
     return along_kept
 
 
-def _first_stage(inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits, chunk_major):
+def split_first_stage(inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits, chunk_major):
     """The partial reduction over ``splits`` chunks, realized; returns the second stage's
     ``inner`` (reading the partials) and its reduced sizes ``[splits]``. The partials are
     ``[*kept, splits]``, or ``[splits, *kept]`` when ``chunk_major`` (the input is contiguous
@@ -405,51 +423,6 @@ def var_mean(x, dim=None, unbiased=None, keepdim=False, correction=None):
     dims = _dims(x, dim)
     mean_, m2, n = welford(x, dims, keepdim)
     return _var_from_m2(m2, n, correction, dtype), to_dtype(mean_, dtype)
-
-
-def _softmax_parts(x, dim, out_dtype):
-    c = compute_dtype(out_dtype)
-    xc = to_dtype(x, c) if x.get_dtype() != c else x
-    size = x.get_size()
-    if len(size) == 0:
-        return None
-    dim = normalize_dim(dim, len(size))
-    m = reduce(xc, [dim], "max", c, c, keepdim=True)
-    # max of an all -inf row is -inf; eager then yields NaN for softmax too (exp(nan)).
-    shifted = make_pointwise([xc, m], ops.sub, c, c)
-    return c, dim, shifted
-
-
-@register(aten._softmax.default)
-def softmax(x, dim, half_to_float=False):
-    out_dtype = torch.float32 if half_to_float else x.get_dtype()
-    if not out_dtype.is_floating_point:
-        raise NotLowered("softmax of integers")
-    parts = _softmax_parts(x, dim, out_dtype)
-    if parts is None:
-        return make_pointwise([x], lambda v: ops.constant(1.0, compute_dtype(out_dtype)), out_dtype)
-    c, dim, shifted = parts
-    e = make_pointwise([shifted], ops.exp, c, c)
-    if isinstance(e, StorageBox):
-        # read twice (sum, then the normalizing store): computed once into a buffer, which the
-        # fused kernel keeps as a per-thread scratch row, instead of exp computed twice
-        e.realize()
-    s = reduce(e, [dim], "sum", c, c, keepdim=True)
-    return make_pointwise([e, s], ops.truediv, out_dtype, c)
-
-
-@register(aten._log_softmax.default)
-def log_softmax(x, dim, half_to_float=False):
-    out_dtype = torch.float32 if half_to_float else x.get_dtype()
-    if not out_dtype.is_floating_point:
-        raise NotLowered("log_softmax of integers")
-    parts = _softmax_parts(x, dim, out_dtype)
-    if parts is None:
-        return make_pointwise([x], lambda v: ops.constant(0.0, compute_dtype(out_dtype)), out_dtype)
-    c, dim, shifted = parts
-    e = make_pointwise([shifted], ops.exp, c, c)
-    s = reduce(e, [dim], "sum", c, c, keepdim=True)
-    return make_pointwise([shifted, s], lambda a, b: ops.sub(a, ops.log(b)), out_dtype, c)
 
 
 @register(aten.native_layer_norm.default)

@@ -297,8 +297,9 @@ def _softmax_parts(x, dim, half_to_float):
     if xc.numel() == 0:
         return xc, xc, x.dtype
     m = aten.amax.default(xc, [dim], True)
-    # rows that are all -inf: keep them NaN-free in the shift (softmax of them is NaN in eager too)
-    m = where(aten.isinf.default(m), 0.0, m)
+    # rows that are all -inf shift by 0 (their softmax is NaN as in eager: 0/0). A +inf max
+    # is kept, so its row is NaN as in eager (inf - inf), not one-hot.
+    m = where(aten.eq.Scalar(m, float("-inf")), 0.0, m)
     shifted = aten.sub.Tensor(xc, m)
     return shifted, m, x.dtype
 

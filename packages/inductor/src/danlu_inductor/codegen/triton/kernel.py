@@ -547,6 +547,18 @@ class TritonKernel:
             mean, m2 = accs[key]
             out = mean if rtype == "welford_mean" else m2
             return TVar(out.name, self._result_dtype(n, rtype), xd)
+        if rtype.startswith("softmax"):
+            key = ("softmax", v.name)
+            if key not in accs:
+                dt = self._acc_dtype(rtype, v)
+                x = self.emit(f"tl.where(xrmask, {self._cast(v, dt)}, float('-inf'))", dt, "xr")
+                m = self.emit(self._max_min("max", x, dt), dt, xd)
+                shift = self.emit(f"tl.where({m} == float('-inf'), 0.0, {m})", dt, xd)
+                s = self.emit(f"tl.sum(tl.exp({x} - {shift}), 1)[:, None]", dt, xd)
+                accs[key] = (m, s)
+            m, s = accs[key]
+            out = m if rtype == "softmax_max" else s
+            return TVar(out.name, self._result_dtype(n, rtype), xd)
         dt = self._acc_dtype(rtype, v)
         init = constant(self._init(rtype, dt), dt)
         masked = self.emit(f"tl.where(xrmask, {self._cast(v, dt)}, {init})", dt, "xr")
@@ -622,6 +634,8 @@ class TritonKernel:
                 return self.emit(f"{out}[:, None]", rdt, xd)
 
             return finish
+        if rtype.startswith("softmax"):
+            return self._softmax_looped(n, rtype, v, accs, pre)
         dt = self._acc_dtype(rtype, v)
         tdt = TL_DTYPE[dt]
         acc = self.new_name("acc")
@@ -675,6 +689,41 @@ class TritonKernel:
                 e = f"{r} != 0" if rdt == torch.bool else f"{r}.to({tl_compute(rdt)})"
                 r = self.emit(e, rdt, xd)
             return TVar(r.name, rdt, xd)
+
+        return finish
+
+    def _softmax_looped(self, n, rtype, v: TVar, accs, pre):
+        """A running (max, sum of exp(value - max)) per lane: when a lane's max grows, its
+        sum is rescaled by exp(old max - new max). A lane that saw only -inf shifts by 0, so
+        its sum stays 0 (not NaN); the lanes' pairs combine the same way after the loop."""
+        key = ("softmax", v.name)
+        if key not in accs:
+            dt = self._acc_dtype(rtype, v)
+            tdt = TL_DTYPE[dt]
+            full = "[XBLOCK, RBLOCK]"
+            m, s = self.new_name("smax"), self.new_name("ssum")
+            pre.append(f"{m} = tl.full({full}, float('-inf'), {tdt})")
+            pre.append(f"{s} = tl.zeros({full}, {tdt})")
+            x = self._cast(v, dt)
+            self.line(f"{m}_next = tl.where(xrmask, dm.maximum({m}, {x}), {m})")
+            self.line(f"{m}_shift = tl.where({m}_next == float('-inf'), 0.0, {m}_next)")
+            self.line(
+                f"{s} = tl.where(xrmask, {s} * tl.exp({m} - {m}_shift) + "
+                f"tl.exp({x} - {m}_shift), {s})"
+            )
+            self.line(f"{m} = {m}_next")
+            accs[key] = (m, s, dt, [])
+        m, s, dt, done = accs[key]
+        rdt = self._result_dtype(n, rtype)
+
+        def finish():
+            if not done:
+                a, b = self.new_name("rmax"), self.new_name("rsum")
+                self.line(f"{a}, {b} = tl.reduce(({m}, {s}), 1, dm.softmax_combine)")
+                done.append((a, b))
+            a, b = done[0]
+            out = a if rtype == "softmax_max" else b
+            return self.emit(f"{out}[:, None]", rdt, frozenset("x"))
 
         return finish
 
