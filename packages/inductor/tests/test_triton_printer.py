@@ -9,6 +9,7 @@ import torch
 pytest.importorskip("triton", reason="the Triton backend needs the 'triton' extra")
 
 from danlu_inductor.codegen.triton.heuristics import (  # noqa: E402
+    Config,
     candidate_configs,
     heuristic_config,
 )
@@ -41,16 +42,22 @@ def test_constants_keep_special_values_and_round_reduced_floats():
         ("pointwise_2d", 16, 2**24),
         ("persistent_reduction", 1000, 37),
         ("reduction", 8, 3000),
+        ("reduction", 4096, 50257),
     ],
 )
 def test_configs_cover_the_sizes(kind, x, r):
     h = heuristic_config(kind, x, r)
     cands = candidate_configs(kind, x, r)
     assert cands[0] == h and len(set(cands)) == len(cands)
+    if kind == "reduction" and r >= 16384:
+        assert Config(1, 2048, 16) in cands[:3]
     if kind == "persistent_reduction":
         assert all(c.RBLOCK >= r and c.RBLOCK & (c.RBLOCK - 1) == 0 for c in cands)
     for c in cands:
-        assert 1 <= c.num_warps <= 8 and c.XBLOCK >= 1
+        # 16 warps only for long rows (a vocabulary's), among the first three a default
+        # compile builds
+        assert 1 <= c.num_warps <= (16 if kind == "reduction" and r >= 16384 else 8)
+        assert c.XBLOCK >= 1
         if kind == "pointwise_2d":
             assert (r + c.RBLOCK - 1) // c.RBLOCK <= 65535  # grid axis 1 limit
 
@@ -92,16 +99,19 @@ def test_looped_reduction_hoists_row_values_out_of_the_loop():
     assert "isinf" not in loops[2] and "isinf" in loops[1]
 
 
-@pytest.mark.parametrize("for_gpu", [True, False])
-def test_long_softmax_rows_are_read_twice_on_gpu_graphs(for_gpu):
-    # GPU graphs: the row's max and sum of exponentials in one online loop, then the store;
-    # otherwise a loop each for the max, the sum and the store (enough rows not to be split)
+@pytest.mark.parametrize(
+    ("for_gpu", "width", "loops"), [(True, 20000, 2), (False, 20000, 3), (True, 5000, 3)]
+)
+def test_long_softmax_rows_are_read_twice_on_gpu_graphs(for_gpu, width, loops):
+    # GPU graphs, rows past ONLINE_MIN_ROW: the row's max and sum of exponentials in one
+    # online loop, then the store; otherwise a loop each for the max, the sum and the store
+    # (enough rows not to be split)
     (art,) = _kernels_for(
-        lambda x: torch.softmax(x, -1), torch.empty(2048, 5000, device="meta"), for_gpu=for_gpu
+        lambda x: torch.softmax(x, -1), torch.empty(2048, width, device="meta"), for_gpu=for_gpu
     )
     assert art.kind == "reduction"
-    assert art.source.count("for roffset in range(0, 5000, RBLOCK):") == (2 if for_gpu else 3)
-    assert ("dm.softmax_combine" in art.source) == for_gpu
+    assert art.source.count(f"for roffset in range(0, {width}, RBLOCK):") == loops
+    assert ("dm.softmax_combine" in art.source) == (loops == 2)
 
 
 def test_build_writes_an_importable_module_and_dumps_it(tmp_path, monkeypatch):

@@ -242,31 +242,32 @@ CASES = {
         {"reduction"},
     ),
     "log_softmax_dim0": (lambda x: torch.log_softmax(x, 0), lambda: [torch.randn(50, 20)], set()),
-    # long rows: max and sum of exponentials in one online pass (rescaled when the max grows)
+    # rows past 16K elements: max and sum of exponentials in one online pass (rescaled when
+    # the max grows)
     "softmax_online_inf_rows": (
         lambda x: torch.softmax(x, -1),
-        lambda: [_inf_rows((6, 2500))],
+        lambda: [_inf_rows((6, 20001))],
         {"reduction"},
     ),
     "log_softmax_online_inf_rows": (
         lambda x: torch.log_softmax(x * 10, -1),
-        lambda: [_inf_rows((6, 2500))],
+        lambda: [_inf_rows((6, 20001))],
         {"reduction"},
     ),
     "softmax_online_split": (  # few long rows: a (max, sum) pair per chunk, then combined
         lambda x: torch.softmax(x, -1),
-        lambda: [_inf_rows((6, 16384))],
+        lambda: [_inf_rows((6, 32768))],
         set(),
     ),
     "log_softmax_online_outer": (
         lambda x: torch.log_softmax(x, 0),
-        lambda: [torch.randn(3000, 6) * 5],
+        lambda: [torch.randn(20001, 6) * 5],
         {"outer_reduction"},
     ),
     "bf16_log_softmax_online": (
         lambda x: torch.log_softmax(x, -1),
-        lambda: [torch.randn(64, 5000).bfloat16() * 4],
-        set(),
+        lambda: [torch.randn(16, 20001).bfloat16() * 4],
+        {"reduction"},
     ),
     "layernorm": (
         lambda x, w, b: F.layer_norm(x, (256,), w, b),
@@ -393,9 +394,15 @@ KERNEL_COUNTS = {
 MASKED_LOADS = ("cat_last_dim_masked", "cat_transposed_masked", "pad_both_sides_masked")
 
 
-# cases whose kernel reads each row this many times (loops over R): a softmax's max and sum
-# of exponentials in one online loop, then the normalized store
-ROW_LOOPS = {"softmax_looped": 2, "softmax_online_inf_rows": 2, "log_softmax_online_inf_rows": 2}
+# cases whose kernel reads each row this many times (loops over R): past 16K elements (and
+# unsplit: an odd length), a softmax's max and sum of exponentials in one online loop, then
+# the normalized store; shorter rows a loop each for the max, the sum and the store
+ROW_LOOPS = {
+    "softmax_looped": 3,
+    "softmax_online_inf_rows": 2,
+    "log_softmax_online_inf_rows": 2,
+    "bf16_log_softmax_online": 2,
+}
 
 
 # cases that must allocate only this many buffers of a full-size shape (the outputs)

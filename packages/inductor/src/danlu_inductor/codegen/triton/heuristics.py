@@ -23,6 +23,9 @@ class Config:
         return out
 
 
+LONG_ROW = 16384
+
+
 def _warps(elements: int) -> int:
     return max(1, min(8, elements // 256))
 
@@ -78,7 +81,10 @@ def candidate_configs(kind: str, xnumel: int, rnumel: int) -> list[Config]:
         rcap = next_power_of_2(max(rnumel, 1))
         # (32, 64): many rows per program, for reductions over a strided dim (column sums
         # in backward passes), where one row per program reads memory uncoalesced
-        for xb, rb, w in ((32, 64, 4), (1, 1024, 4), (1, 4096, 8), (8, 512, 4), (64, 16, 4)):
+        # rows of 16K elements and more (a language model's loss over its vocabulary): 16 warps
+        # a row third (bf16 log-softmax over 4096 x 50257 on an H200: 489 us against 552 with 8)
+        third = (1, 2048, 16) if rnumel >= LONG_ROW else (1, 1024, 4)
+        for xb, rb, w in ((32, 64, 4), third, (1, 4096, 8), (8, 512, 4), (64, 16, 4)):
             cands.append(Config(max(1, min(xb, xcap)), min(rb, rcap), w))
     out = []
     for c in cands:
