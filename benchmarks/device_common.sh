@@ -2,7 +2,8 @@
 # start (start), its time limit (LIMIT, default 580 s of the device's 600), unbuffered Python
 # output; left() is the seconds still left. install_packages puts the five packages of this
 # checkout into the device's Python: the device has no package index, so no dependencies and
-# no build isolation; each package's log is /tmp/inst_<package>.log.
+# no build isolation; each package's log is /tmp/inst_<package>.log. summarize_wrapper_cases
+# prints the wrapper cases' pass count.
 start=$SECONDS
 LIMIT=${LIMIT:-580}
 export PYTHONUNBUFFERED=1
@@ -15,4 +16,17 @@ install_packages() {
     "$py" -m pip install -q --no-deps --no-build-isolation -e "packages/$p" >"/tmp/inst_$p.log" 2>&1 \
       || echo "install $p failed (/tmp/inst_$p.log)"
   done
+}
+
+# The pass count of `triton_wrapper_cases.py cuda` from its JSON (the script's own output is
+# per-case log lines).
+summarize_wrapper_cases() {
+  "${PY:-python3}" - "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+bad = {k: str(v.get("error", ""))[-400:] for k, v in r.items() if not v.get("ok")}
+print(f"wrapper cases: {len(r)} ran, {len(bad)} failed")
+for k, v in bad.items():
+    print(" ", k, v)
+PY
 }

@@ -22,7 +22,8 @@ mkdir -p "$OUT/suite"
   (cd packages/inductor/tests && DANLU_CACHE_DIR=/tmp/dsc-tests timeout 90 python3 -m pytest -q \
     -p no:cacheprovider test_direct_launch.py test_precompile_workers.py 2>&1 | tail -5)
   (cd packages/inductor/tests && TRITON_DEFAULT_FP_FUSION=0 DANLU_CACHE_DIR=/tmp/dsc-wrapper \
-    timeout 90 python3 triton_wrapper_cases.py cuda /tmp/dsc-wrapper.json 2>&1 | tail -5)
+    timeout 90 python3 triton_wrapper_cases.py cuda /tmp/dsc-wrapper.json > /tmp/dsc-wrapper.log 2>&1)
+  summarize_wrapper_cases /tmp/dsc-wrapper.json
 } > "$OUT/checks.txt" 2>&1
 echo "checks done at $((SECONDS - start)) s"; cat "$OUT/checks.txt"
 suite_limit=$((LIMIT - 40 - (SECONDS - start)))  # the suite first; the profile gets what is left
