@@ -93,14 +93,15 @@ def test_looped_reduction_hoists_row_values_out_of_the_loop():
 
     (art,) = _kernels_for(fn, torch.empty(4, 5000, device="meta"))
     assert art.kind == "reduction"
-    loops = art.source.split("for roffset in range(0, 5000, RBLOCK):")
-    assert len(loops) == 3  # max, sum
-    # the row max's inf guard is computed between the loops, not inside the second
-    assert "isinf" not in loops[2] and "isinf" in loops[1]
+    loops = art.source.split("for roffset in range(")
+    assert len(loops) == 5  # max, sum; each over whole blocks, then the partial last block
+    # the row max's inf guard is computed between the loops, not inside the sum's
+    assert "isinf" in loops[2] and not any("isinf" in part for part in loops[3:])
 
 
 @pytest.mark.parametrize(
-    ("for_gpu", "width", "loops"), [(True, 20000, 2), (False, 20000, 3), (True, 5000, 3)]
+    ("for_gpu", "width", "loops"),
+    [(True, 20001, 2), (False, 20001, 3), (True, 5000, 3), (True, 20000, 2)],
 )
 def test_long_softmax_rows_are_read_twice_on_gpu_graphs(for_gpu, width, loops):
     # GPU graphs, rows past ONLINE_MIN_ROW: the row's max and sum of exponentials in one
@@ -110,8 +111,43 @@ def test_long_softmax_rows_are_read_twice_on_gpu_graphs(for_gpu, width, loops):
         lambda x: torch.softmax(x, -1), torch.empty(2048, width, device="meta"), for_gpu=for_gpu
     )
     assert art.kind == "reduction"
-    assert art.source.count(f"for roffset in range(0, {width}, RBLOCK):") == loops
+    assert art.source.count("for roffset in range(0, ") == loops
     assert ("dm.softmax_combine" in art.source) == (loops == 2)
+    # a length 16 does not divide: each loop over whole blocks has no ragged-edge mask, the
+    # partial last block keeps it
+    split = loops if width % 16 else 0
+    assert art.source.count("rmask = tl.full([1, RBLOCK], 1, tl.int1)") == split
+    assert art.source.count(f"range(0, ({width} // RBLOCK) * RBLOCK, RBLOCK)") == split
+
+
+def test_odd_length_rows_load_whole_blocks_vectorized():
+    # bf16 rows of 20001 values 16-byte aligned (a padded buffer, as a padded matmul's
+    # logits): compiled for sm_90 with the specialization Triton's JIT gives such a launch
+    # (16-byte aligned pointers, sizes 16 divides), the loop over whole blocks loads 16 bytes
+    # at a time; with the ragged mask in every block, every load was one value
+    pytest.importorskip("triton")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from danlu_inductor.codegen.triton.backend import TritonBackend
+
+    x = torch.empty(2048, 20008, dtype=torch.bfloat16, device="meta")[:, :20001]
+    (art,) = _kernels_for(lambda x: torch.log_softmax(x, -1), x, for_gpu=True)
+    fns, _, _ = TritonBackend().build([art.name], [art.source])
+    sig = dict(art.signature)
+    divisible = {"xnumel": 2048, "rnumel": 20001}
+    attrs = {
+        (i,): [["tt.divisibility", 16]]
+        for i, (name, kind) in enumerate(sig.items())
+        if kind.startswith("*") or divisible.get(name, 1) % 16 == 0
+    }
+    cfg = heuristic_config(art.kind, art.xnumel, art.rnumel)
+    src = ASTSource(fn=fns[art.name].fn, signature=sig, constexprs=cfg.kwargs(), attrs=attrs)
+    ptx = triton.compile(
+        src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg.num_warps}
+    ).asm["ptx"]
+    assert "ld.global.v4.b32" in ptx, "no vectorized load"
 
 
 def test_build_writes_an_importable_module_and_dumps_it(tmp_path, monkeypatch):

@@ -48,6 +48,9 @@ PERSISTENT_MAX_RNUMEL = 1024
 TILE_MIN = 16  # both sides of a 2-D pointwise tile span at least this many elements
 INT32_MAX = 2**31 - 1
 BIG_INDEX = 2**62
+# a looped reduction's R mask, and what replaces it in the loop over whole blocks
+_RMASK = "rmask = rindex < rnumel"
+_UNMASKED = "rmask = tl.full([1, RBLOCK], 1, tl.int1)"
 # symbols of symbolic sizes (the ShapeEnv's s0, s1, ...): i64 kernel arguments
 _SIZE_SYMBOL = re.compile(r"\bs\d+\b")
 
@@ -464,7 +467,7 @@ class TritonKernel:
         post: list[tuple] = []
         accs: dict[tuple, tuple] = {}
         self.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]@@R64@@")
-        self.line("rmask = rindex < rnumel")
+        self.line(_RMASK)
         self.line("xrmask = xmask & rmask")
         self.lines_decompose("rindex", self.g.rvars, self.rsizes)
         for n in members:
@@ -478,7 +481,18 @@ class TritonKernel:
         # a literal trip count: sizes are static, and some interpreters cannot take a
         # scalar argument as a range bound
         trips = self.rnumel if is_static(self.rnumel) else "rnumel"  # symbolic: the argument
-        outer.lines.append(f"for roffset in range(0, {trips}, RBLOCK):")
+        if self.kind == "reduction" and is_static(self.rnumel) and int(self.rnumel) % 16:
+            # whole blocks first, without the ragged-edge mask, then the last partial block:
+            # a mask `rindex < 50257` (a vocabulary) is constant over no two neighbouring
+            # lanes, which keeps Triton from vectorizing the row's loads (a length that 16
+            # divides is specialized by Triton's JIT: its mask is constant over 16 lanes)
+            whole = f"({trips} // RBLOCK) * RBLOCK"
+            unmasked = [_UNMASKED if ln == _RMASK else ln for ln in loop.lines]
+            outer.lines.append(f"for roffset in range(0, {whole}, RBLOCK):")
+            outer.lines += ["    " + ln for ln in unmasked]
+            outer.lines.append(f"for roffset in range({whole}, {trips}, RBLOCK):")
+        else:
+            outer.lines.append(f"for roffset in range(0, {trips}, RBLOCK):")
         outer.lines += ["    " + ln for ln in loop.lines]
         for n, idx, finish in post:
             result = finish()
