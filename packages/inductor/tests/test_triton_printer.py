@@ -118,35 +118,31 @@ def test_long_softmax_rows_are_read_twice_on_gpu_graphs(for_gpu, width, loops):
     split = loops if width % 16 else 0
     assert art.source.count("rmask = tl.full([1, RBLOCK], 1, tl.int1)") == split
     assert art.source.count(f"range(0, ({width} // RBLOCK) * RBLOCK, RBLOCK)") == split
+    assert art.source.count(f"rmask = rindex < {width}\n") == loops  # a literal bound
 
 
-def test_odd_length_rows_load_whole_blocks_vectorized():
-    # bf16 rows of 20001 values 16-byte aligned (a padded buffer, as a padded matmul's
-    # logits): compiled for sm_90 with the specialization Triton's JIT gives such a launch
-    # (16-byte aligned pointers, sizes 16 divides), the loop over whole blocks loads 16 bytes
-    # at a time; with the ragged mask in every block, every load was one value
+@pytest.mark.parametrize(
+    ("x", "kind"),
+    [
+        # bf16 rows of 20001 in a padded buffer (as a padded matmul's logits): the loop over
+        # whole blocks has no mask
+        (torch.empty(2048, 20008, dtype=torch.bfloat16, device="meta")[:, :20001], "reduction"),
+        # rows of 1000: the mask's bound is the literal 1000, which 8 divides
+        (torch.empty(8192, 1000, device="meta"), "persistent_reduction"),
+    ],
+)
+def test_row_loads_vectorize_when_rows_are_aligned(x, kind):
+    # compiled for sm_90 with the specialization Triton's JIT gives such a launch
+    # (`aot_compile`: 16-byte aligned pointers, sizes 16 divides), the rows' loads take 16
+    # bytes at a time; with `rindex < rnumel` (an argument 16 does not divide) in every
+    # block, every load was one value
     pytest.importorskip("triton")
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    from danlu_inductor.codegen.triton.backend import TritonBackend, aot_compile
 
-    from danlu_inductor.codegen.triton.backend import TritonBackend
-
-    x = torch.empty(2048, 20008, dtype=torch.bfloat16, device="meta")[:, :20001]
     (art,) = _kernels_for(lambda x: torch.log_softmax(x, -1), x, for_gpu=True)
+    assert art.kind == kind
     fns, _, _ = TritonBackend().build([art.name], [art.source])
-    sig = dict(art.signature)
-    divisible = {"xnumel": 2048, "rnumel": 20001}
-    attrs = {
-        (i,): [["tt.divisibility", 16]]
-        for i, (name, kind) in enumerate(sig.items())
-        if kind.startswith("*") or divisible.get(name, 1) % 16 == 0
-    }
-    cfg = heuristic_config(art.kind, art.xnumel, art.rnumel)
-    src = ASTSource(fn=fns[art.name].fn, signature=sig, constexprs=cfg.kwargs(), attrs=attrs)
-    ptx = triton.compile(
-        src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg.num_warps}
-    ).asm["ptx"]
+    ptx = aot_compile(art, fns[art.name]).asm["ptx"]
     assert "ld.global.v4.b32" in ptx, "no vectorized load"
 
 

@@ -48,8 +48,7 @@ PERSISTENT_MAX_RNUMEL = 1024
 TILE_MIN = 16  # both sides of a 2-D pointwise tile span at least this many elements
 INT32_MAX = 2**31 - 1
 BIG_INDEX = 2**62
-# a looped reduction's R mask, and what replaces it in the loop over whole blocks
-_RMASK = "rmask = rindex < rnumel"
+# what replaces the R mask in a looped reduction's loop over whole blocks
 _UNMASKED = "rmask = tl.full([1, RBLOCK], 1, tl.int1)"
 # symbols of symbolic sizes (the ShapeEnv's s0, s1, ...): i64 kernel arguments
 _SIZE_SYMBOL = re.compile(r"\bs\d+\b")
@@ -400,7 +399,7 @@ class TritonKernel:
         g = self.g
         if self.persistent:
             self.line("rindex = tl.arange(0, RBLOCK)[None, :]@@R64@@")
-            self.line("rmask = rindex < rnumel")
+            self.line(self._rmask())
             self.line("xrmask = xmask & rmask")
             self.lines_decompose("rindex", self.g.rvars, self.rsizes)
         for kind, members in g.phases:
@@ -421,20 +420,30 @@ class TritonKernel:
             self.line("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
         else:
             self.line("xindex = xoffset + tl.arange(0, XBLOCK)")
-        self.line("xmask = xindex < xnumel")
+        self.line(f"xmask = xindex < {self._numel('xnumel', self.xnumel)}")
         if self.tiled:
             k = self.split
             self.lines_decompose("xindex", self.oxvars[:k], self.oxsizes[:k])
             pid1 = "tl.program_id(1).to(tl.int64)" if self.index64 else "tl.program_id(1)"
             self.line(f"roffset = {pid1} * RBLOCK")
             self.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
-            self.line("rmask = rindex < rnumel")
+            self.line(self._rmask())
             self.line("xrmask = xmask & rmask")
             self.lines_decompose("rindex", self.oxvars[k:], self.oxsizes[k:])
         else:
             self.lines_decompose("xindex", self.oxvars, self.oxsizes)
         lines, self.block = self.block.lines, saved
         return lines
+
+    @staticmethod
+    def _numel(arg, n) -> str:
+        """A mask's bound: the size itself where static (Triton then knows what divides it,
+        so a mask over 1000 is constant over 8 lanes and loads under it vectorize; the
+        argument is specialized only when 16 divides it), else the argument."""
+        return str(int(n)) if is_static(n) else arg
+
+    def _rmask(self) -> str:
+        return f"rmask = rindex < {self._numel('rnumel', self.rnumel)}"
 
     def lines_decompose(self, flat, variables, sizes):
         stride = sympy.Integer(1)
@@ -467,7 +476,7 @@ class TritonKernel:
         post: list[tuple] = []
         accs: dict[tuple, tuple] = {}
         self.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]@@R64@@")
-        self.line(_RMASK)
+        self.line(self._rmask())
         self.line("xrmask = xmask & rmask")
         self.lines_decompose("rindex", self.g.rvars, self.rsizes)
         for n in members:
@@ -487,7 +496,7 @@ class TritonKernel:
             # lanes, which keeps Triton from vectorizing the row's loads (a length that 16
             # divides is specialized by Triton's JIT: its mask is constant over 16 lanes)
             whole = f"({trips} // RBLOCK) * RBLOCK"
-            unmasked = [_UNMASKED if ln == _RMASK else ln for ln in loop.lines]
+            unmasked = [_UNMASKED if ln == self._rmask() else ln for ln in loop.lines]
             outer.lines.append(f"for roffset in range(0, {whole}, RBLOCK):")
             outer.lines += ["    " + ln for ln in unmasked]
             outer.lines.append(f"for roffset in range({whole}, {trips}, RBLOCK):")
