@@ -36,15 +36,7 @@ def _run(model, x):
     return got, ref, ref64, run
 
 
-SDPA_XFAIL = pytest.mark.xfail(
-    reason="danlu-primtorch's tracer: scaled_dot_product_attention makes a real (non-fake) "
-    "tensor while tracing (TypeError in FakeTensor.__new__); reported to primtorch",
-    raises=TypeError,
-    strict=False,
-)
-
-
-@pytest.mark.parametrize("sdpa", [False, pytest.param(True, marks=SDPA_XFAIL)])
+@pytest.mark.parametrize("sdpa", [False, True])
 def test_transformer_block_inference(sdpa):
     torch.manual_seed(0)
     got, ref, ref64, run = _run(TransformerBlock(128, 4, sdpa, ctx=64), torch.randn(2, 16, 128))
