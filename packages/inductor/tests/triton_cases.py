@@ -242,6 +242,17 @@ CASES = {
         {"reduction"},
     ),
     "log_softmax_dim0": (lambda x: torch.log_softmax(x, 0), lambda: [torch.randn(50, 20)], set()),
+    # a small table's gradient as a masked sum over positions (not ATen's sorting kernel)
+    "embedding_grad_small_table": (
+        lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 32, -1, False),
+        lambda: [torch.randn(64, 64, 8), torch.randint(0, 32, (64, 64))],
+        set(),
+    ),
+    "embedding_grad_padding_int32": (  # row 1 is the padding row: no gradient
+        lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 3, 1, False),
+        lambda: [torch.randn(4, 512, 16), torch.randint(0, 3, (4, 512), dtype=torch.int32)],
+        set(),
+    ),
     # rows past 16K elements: max and sum of exponentials in one online pass (rescaled when
     # the max grows)
     "softmax_online_inf_rows": (

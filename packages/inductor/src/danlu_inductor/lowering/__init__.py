@@ -3,6 +3,7 @@
 from danlu_inductor.lowering import (  # noqa: F401  (imported for their registrations)
     convolution,
     creation,
+    embedding_backward,
     extern,
     pointwise,
     pooling,
