@@ -40,24 +40,16 @@ LOWERED_ON_GPU = {
 }
 
 
-def _unless_on_cpu(decomposition):
+def _decomposed_on_cpu_only_if(on_cpu: bool, decomposition):
+    """``decomposition`` where the graph runs on the CPU's C++ backend exactly when
+    ``on_cpu``; elsewhere the tracer records the op itself (ATen runs it, or a lowering
+    of our own takes it)."""
+
     def decompose(first, *args, **kwargs):
         from danlu_inductor.pipeline.steps import triton_on_cpu
 
-        if first.device.type == "cpu" and not triton_on_cpu():
-            return NotImplemented  # the tracer records the op itself: ATen runs it
-        return decomposition(first, *args, **kwargs)
-
-    return decompose
-
-
-def _only_on_cpu(decomposition):
-    def decompose(first, *args, **kwargs):
-        from danlu_inductor.pipeline.steps import triton_on_cpu
-
-        if first.device.type == "cpu" and not triton_on_cpu():
-            return decomposition(first, *args, **kwargs)
-        return NotImplemented  # the tracer records the op itself: lowered directly
+        cpu = first.device.type == "cpu" and not triton_on_cpu()
+        return decomposition(first, *args, **kwargs) if cpu == on_cpu else NotImplemented
 
     return decompose
 
@@ -70,8 +62,8 @@ def decomposition_table():
         table.pop(op, None)
     for op in LIBRARY_ON_CPU:
         if op in table:
-            table[op] = _unless_on_cpu(table[op])
+            table[op] = _decomposed_on_cpu_only_if(False, table[op])
     for op in LOWERED_ON_GPU:
         if op in table:
-            table[op] = _only_on_cpu(table[op])
+            table[op] = _decomposed_on_cpu_only_if(True, table[op])
     return table

@@ -54,6 +54,13 @@ _UNMASKED = "rmask = tl.full([1, RBLOCK], 1, tl.int1)"
 _SIZE_SYMBOL = re.compile(r"\bs\d+\b")
 
 
+def _finite_shift(m) -> str:
+    """What a softmax row shifts by with max ``m``: ``m``, or 0 where ``m`` is -inf (a row,
+    or a lane, that saw only -inf keeps a sum of 0 instead of NaN); ``dm.softmax_combine``
+    shifts the same way."""
+    return f"tl.where({m} == float('-inf'), 0.0, {m})"
+
+
 def next_power_of_2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
@@ -576,7 +583,7 @@ class TritonKernel:
                 dt = self._acc_dtype(rtype, v)
                 x = self.emit(f"tl.where(xrmask, {self._cast(v, dt)}, float('-inf'))", dt, "xr")
                 m = self.emit(self._max_min("max", x, dt), dt, xd)
-                shift = self.emit(f"tl.where({m} == float('-inf'), 0.0, {m})", dt, xd)
+                shift = self.emit(_finite_shift(m), dt, xd)
                 s = self.emit(f"tl.sum(tl.exp({x} - {shift}), 1)[:, None]", dt, xd)
                 accs[key] = (m, s)
             m, s = accs[key]
@@ -729,7 +736,7 @@ class TritonKernel:
             pre.append(f"{s} = tl.zeros({full}, {tdt})")
             x = self._cast(v, dt)
             self.line(f"{m}_next = tl.where(xrmask, dm.maximum({m}, {x}), {m})")
-            self.line(f"{m}_shift = tl.where({m}_next == float('-inf'), 0.0, {m}_next)")
+            self.line(f"{m}_shift = {_finite_shift(f'{m}_next')}")
             self.line(
                 f"{s} = tl.where(xrmask, {s} * tl.exp({m} - {m}_shift) + "
                 f"tl.exp({x} - {m}_shift), {s})"
