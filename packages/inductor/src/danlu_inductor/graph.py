@@ -27,6 +27,7 @@ from danlu_inductor.lowering.convolution import (
 )
 from danlu_inductor.lowering.extern import make_extern
 from danlu_inductor.lowering.registry import is_node
+from danlu_inductor.passes.pad_matmul import has_padded_rows
 
 log = logging.getLogger("danlu_inductor")
 
@@ -379,9 +380,11 @@ class GraphLowering:
                 result.append(value.realize(stride))
             else:
                 out = ir.realize_input(value, stride)
-                if stride is not None and _other_strides(out, stride):
+                if stride is not None and _other_strides(out, stride) and not _row_padded(out):
                     # a view whose strides differ from eager's (a padded matmul's slice):
-                    # the caller gets eager's layout
+                    # the caller gets eager's layout. A library matmul's result with rows
+                    # padded to 16 bytes is returned as it is (torch.compile's are too): a
+                    # copy would cost what the padding saved
                     copy = ir.Pointwise(value.get_dtype(), value.get_size(), value.make_loader())
                     out = ir.StorageBox(copy).realize(stride)
                 result.append(out)
@@ -412,6 +415,17 @@ class GraphLowering:
                 else None
             )
         return out
+
+
+def _row_padded(buf) -> bool:
+    layout = getattr(buf, "layout", None)
+    dims = (*layout.size, *layout.stride) if layout is not None else ()
+    return (
+        layout is not None
+        and layout.offset == 0
+        and all(getattr(s, "is_Integer", False) for s in dims)
+        and has_padded_rows(layout.size, layout.stride)
+    )
 
 
 def _other_strides(buf, stride) -> bool:

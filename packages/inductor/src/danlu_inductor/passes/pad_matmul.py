@@ -6,8 +6,13 @@ run an "align1" kernel about 7x slower than an aligned one of the same size. Thi
 rewrites ``mm``/``addmm``/``bmm`` on such sizes into zero-padded operands (the padding fuses
 into the kernels that produce them, or costs one copy of an input), the library call on
 aligned sizes, and a slice of the result. The products are unchanged: padded rows of K
-multiply zeros, padded columns of N are sliced away. Graph outputs keep the strides they had
-(the lowering copies a sliced result into them).
+multiply zeros, padded columns of N are sliced away.
+
+Where only the result's rows are misaligned (N, with a right operand whose rows are K: a
+weight read as ``w.t()``), no operand is padded: the node is marked (``PAD_RESULT_ROWS``) and
+the lowering gives its result rows of N rounded up to 16 bytes (``padded_row_strides``), which
+the library writes through ``out=``. The padded weight copy and the slice's copy go; kernels
+read the result through its strides, and a graph output keeps them (as torch.compile's do).
 """
 
 from __future__ import annotations
@@ -19,6 +24,30 @@ aten = torch.ops.aten
 ALIGN = 8  # elements of a 16-bit dtype in 16 bytes
 MIN_FLOPS = 1 << 27  # below this the copies cost more than the slower kernel
 _MATMULS = (aten.mm.default, aten.addmm.default, aten.bmm.default)
+# node.meta key: the lowering gives this matmul's result rows padded to ALIGN elements
+PAD_RESULT_ROWS = "danlu_pad_result_rows"
+
+
+def padded_row_strides(shape) -> list[int]:
+    """Row-major strides of ``shape`` with the last dimension's rows rounded up to ALIGN
+    elements (16 bytes of a 16-bit dtype)."""
+    strides, step = [], 1
+    for i in reversed(range(len(shape))):
+        strides.append(step)
+        size = shape[i]
+        step *= -(-size // ALIGN) * ALIGN if i == len(shape) - 1 else size
+    return strides[::-1]
+
+
+def has_padded_rows(size, stride) -> bool:
+    """The layout is ``padded_row_strides(size)`` and not plain row-major."""
+    size, stride = [int(s) for s in size], [int(s) for s in stride]
+    return (
+        len(size) >= 2
+        and size[-1] % ALIGN != 0
+        and any(n > 1 for n in size[:-1])
+        and all(st == p for st, p, n in zip(stride, padded_row_strides(size), size) if n != 1)
+    )
 
 
 def _meta(v):
@@ -119,6 +148,14 @@ def pad_matmuls(gm: torch.fx.GraphModule) -> int:
             continue
         if node.kwargs or (bias is not None and not isinstance(bias, torch.fx.Node)):
             continue  # addmm with beta/alpha: leave it
+        # rows of N only in the result (the right operand's rows are K): padded strides
+        pad_rows = bool(pad_n) and _col_major(bv) and val.dim() == av.dim()
+        if pad_rows:
+            pad_n = 0
+            if not (pad_k or pad_m):
+                node.meta[PAD_RESULT_ROWS] = True
+                count += 1
+                continue
         with graph.inserting_before(node):  # a pad made for an earlier matmul is reused
             a = padder.pad(a, pad_m, pad_k)
             b = padder.pad(b, pad_k, pad_n)
@@ -131,6 +168,8 @@ def pad_matmuls(gm: torch.fx.GraphModule) -> int:
                     bias = _new(graph, aten.constant_pad_nd.default, (bias, pads))
             args = (a, b) if bias is None else (bias, a, b)
             out = _new(graph, node.target, args)
+            if pad_rows:
+                out.meta[PAD_RESULT_ROWS] = True
             if pad_m:
                 out = _new(graph, aten.slice.Tensor, (out, val.dim() - 2, 0, m))
             if pad_n:
