@@ -6,7 +6,6 @@ from helpers import aten_graph
 
 from danlu_inductor.passes.pad_matmul import (
     ALIGN,
-    PAD_RESULT_ROWS,
     has_padded_rows,
     pad_matmuls,
     padded_row_strides,
@@ -75,16 +74,11 @@ def test_padded_matmul_is_aligned_and_gives_the_same_product(name):
     operands = calls[0].args[-2:]
     for op in operands:
         assert _aligned(op.meta["val"]), (op.meta["val"].shape, op.meta["val"].stride())
-    # N misaligned with a right operand whose rows are K (a weight read as w.t()): no copy of
-    # it; the lowering pads the result's rows instead
-    rows_of_n_only_in_result = name == "n_col_major"
-    assert bool(calls[0].meta.get(PAD_RESULT_ROWS)) == rows_of_n_only_in_result
-    assert rows_of_n_only_in_result or calls[0].meta["val"].shape[-1] % ALIGN == 0
+    assert calls[0].meta["val"].shape[-1] % ALIGN == 0
     got = gm(*inputs)
     got = got[0] if isinstance(got, (tuple, list)) else got
     expected = expected[0] if isinstance(expected, (tuple, list)) else expected
-    # (a sliced product has padded strides here; the lowering copies graph outputs into
-    # eager's strides)
+    # (a sliced product has padded rows here, as the compiled graph returns it)
     assert got.shape == expected.shape
     torch.testing.assert_close(got.float(), expected.float(), rtol=0, atol=0)
 
@@ -127,13 +121,13 @@ def test_one_padded_copy_feeds_both_gradients_of_a_head():
         torch.testing.assert_close(a.float(), b.float(), rtol=0, atol=0)
 
 
-def test_a_transposed_weight_is_not_copied_the_result_rows_are_padded():
+def test_a_transposed_weight_is_padded_as_stored():
     x, w = torch.randn(640, 512).to(BF16), torch.randn(1001, 512).to(BF16)
     gm = aten_graph(_head, x, w)
     assert pad_matmuls(gm) == 1
-    assert _pads(gm) == []
-    (mm,) = [n for n in gm.graph.nodes if n.target is aten.mm.default]
-    assert mm.meta[PAD_RESULT_ROWS]
+    (pad,) = _pads(gm)
+    assert pad.args[0].op == "placeholder" and pad.args[1] == [0, 0, 0, 7]  # rows of w
+    assert pad.meta["val"].is_contiguous()  # the copy walks memory; the mm reads it transposed
 
 
 def test_padded_row_strides():

@@ -381,10 +381,10 @@ class GraphLowering:
             else:
                 out = ir.realize_input(value, stride)
                 if stride is not None and _other_strides(out, stride) and not _row_padded(out):
-                    # a view whose strides differ from eager's (a padded matmul's slice):
-                    # the caller gets eager's layout. A library matmul's result with rows
-                    # padded to 16 bytes is returned as it is (torch.compile's are too): a
-                    # copy would cost what the padding saved
+                    # a view whose strides differ from eager's: the caller gets eager's
+                    # layout, except a padded matmul's slice, returned with its rows padded
+                    # to 16 bytes as torch.compile's are (the copy would cost what the
+                    # padding saved)
                     copy = ir.Pointwise(value.get_dtype(), value.get_size(), value.make_loader())
                     out = ir.StorageBox(copy).realize(stride)
                 result.append(out)
@@ -422,6 +422,7 @@ def _row_padded(buf) -> bool:
     dims = (*layout.size, *layout.stride) if layout is not None else ()
     return (
         layout is not None
+        and layout.dtype in (torch.bfloat16, torch.float16)
         and layout.offset == 0
         and all(getattr(s, "is_Integer", False) for s in dims)
         and has_padded_rows(layout.size, layout.stride)

@@ -25,7 +25,6 @@ from danlu_inductor.ir.symbols import (
     same,
     same_sizes,
 )
-from danlu_inductor.passes.pad_matmul import has_padded_rows
 
 SCRATCH_MAX_ELEMENTS = 16384
 
@@ -433,19 +432,14 @@ class WrapperCodegen:
         self._check_extern_layout(node, body)
 
     def _writes_into_buffer(self, node) -> bool:
-        """A library matmul called with ``out=`` a buffer the wrapper allocates or reuses: in
-        a C++ graph, one with a contiguous planned output; on any device, one whose result
-        rows are padded to 16 bytes (passes/pad_matmul.py), which only ``out=`` can give."""
-        if not isinstance(node, ir.ExternKernel):
+        """A library matmul of a C++ graph with a contiguous planned output: called with
+        ``out=`` a buffer the wrapper allocates or reuses."""
+        if self.pass_tensors or not isinstance(node, ir.ExternKernel):
             return False
         if node.op not in _MATMUL_OUT_VARIANTS or node.layout is None or "out" in node.kwargs:
             return False
         lay = node.layout
-        if lay.offset != 0:
-            return False
-        if all(map(is_static, (*lay.size, *lay.stride))) and has_padded_rows(lay.size, lay.stride):
-            return True
-        return not self.pass_tensors and tuple(lay.stride) == tuple(contiguous_strides(lay.size))
+        return lay.offset == 0 and tuple(lay.stride) == tuple(contiguous_strides(lay.size))
 
     def _check_extern_layout(self, node, body):
         """Library kernels choose their outputs' strides at run time, and the meta function

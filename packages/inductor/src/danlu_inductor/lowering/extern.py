@@ -23,7 +23,6 @@ from danlu_inductor.ir.nodes import (
 )
 from danlu_inductor.ir.symbols import to_int
 from danlu_inductor.lowering.registry import NotLowered, aten, is_node, register
-from danlu_inductor.passes.pad_matmul import PAD_RESULT_ROWS, padded_row_strides
 from danlu_primtorch.fake.conv_layout import restride_conv_output
 
 EXTERN_OPS = (
@@ -168,27 +167,13 @@ def make_extern(op, args, kwargs, kind: str, meta_val=None):
     return unpack(meta_val, ())
 
 
-def _padded_result(op, args, kwargs):
-    """The result's description with rows padded to 16 bytes, for a matmul the padding pass
-    marked (passes/pad_matmul.py); None for any other node."""
-    node = current_graph().current_node
-    if node is None or not node.meta.get(PAD_RESULT_ROWS):
-        return None
-    val = node.meta.get("val")
-    if not isinstance(val, torch.Tensor) or not all(isinstance(s, int) for s in val.shape):
-        return None
-    return torch.empty_strided(
-        val.shape, padded_row_strides(val.shape), dtype=val.dtype, device="meta"
-    )
-
-
 def _extern(op):
     @register(op)
     def lower(*args, **kwargs):
         for a in pytree.tree_leaves((args, kwargs)):
             if is_node(a) and a.get_dtype().is_complex:
                 raise NotLowered("complex")
-        return make_extern(op, args, kwargs, "extern", meta_val=_padded_result(op, args, kwargs))
+        return make_extern(op, args, kwargs, "extern")
 
     return lower
 

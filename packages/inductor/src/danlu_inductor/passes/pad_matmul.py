@@ -6,13 +6,13 @@ run an "align1" kernel about 7x slower than an aligned one of the same size. Thi
 rewrites ``mm``/``addmm``/``bmm`` on such sizes into zero-padded operands (the padding fuses
 into the kernels that produce them, or costs one copy of an input), the library call on
 aligned sizes, and a slice of the result. The products are unchanged: padded rows of K
-multiply zeros, padded columns of N are sliced away.
+multiply zeros, padded columns of N are sliced away. A graph output that is such a slice is
+returned as it is, its rows padded to 16 bytes (``has_padded_rows``), as torch.compile returns
+GPT-2's logits: copying it into eager's layout cost 0.46 ms a call on the H200.
 
-Where only the result's rows are misaligned (N, with a right operand whose rows are K: a
-weight read as ``w.t()``), no operand is padded: the node is marked (``PAD_RESULT_ROWS``) and
-the lowering gives its result rows of N rounded up to 16 bytes (``padded_row_strides``), which
-the library writes through ``out=``. The padded weight copy and the slice's copy go; kernels
-read the result through its strides, and a graph output keeps them (as torch.compile's do).
+Writing the product of unpadded operands into a buffer with padded rows (``mm.out``) does not
+make cuBLAS take the aligned kernel when N itself is misaligned (3.41 ms against 0.46 ms
+padded, H200, `benchmarks/gpu_matmul_alignment.py`), so the operands are padded.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ aten = torch.ops.aten
 ALIGN = 8  # elements of a 16-bit dtype in 16 bytes
 MIN_FLOPS = 1 << 27  # below this the copies cost more than the slower kernel
 _MATMULS = (aten.mm.default, aten.addmm.default, aten.bmm.default)
-# node.meta key: the lowering gives this matmul's result rows padded to ALIGN elements
-PAD_RESULT_ROWS = "danlu_pad_result_rows"
 
 
 def padded_row_strides(shape) -> list[int]:
@@ -148,14 +146,6 @@ def pad_matmuls(gm: torch.fx.GraphModule) -> int:
             continue
         if node.kwargs or (bias is not None and not isinstance(bias, torch.fx.Node)):
             continue  # addmm with beta/alpha: leave it
-        # rows of N only in the result (the right operand's rows are K): padded strides
-        pad_rows = bool(pad_n) and _col_major(bv) and val.dim() == av.dim()
-        if pad_rows:
-            pad_n = 0
-            if not (pad_k or pad_m):
-                node.meta[PAD_RESULT_ROWS] = True
-                count += 1
-                continue
         with graph.inserting_before(node):  # a pad made for an earlier matmul is reused
             a = padder.pad(a, pad_m, pad_k)
             b = padder.pad(b, pad_k, pad_n)
@@ -168,8 +158,6 @@ def pad_matmuls(gm: torch.fx.GraphModule) -> int:
                     bias = _new(graph, aten.constant_pad_nd.default, (bias, pads))
             args = (a, b) if bias is None else (bias, a, b)
             out = _new(graph, node.target, args)
-            if pad_rows:
-                out.meta[PAD_RESULT_ROWS] = True
             if pad_m:
                 out = _new(graph, aten.slice.Tensor, (out, val.dim() - 2, 0, m))
             if pad_n:
