@@ -11,6 +11,7 @@ import torch
 import torch.fx as fx
 from torch.utils._pytree import tree_flatten
 
+from danlu_aotautograd.cse import eliminate_common_subexpressions
 from danlu_aotautograd.errors import AotNotSupported
 from danlu_aotautograd.joint import trace_program
 from danlu_aotautograd.partition import min_cut_partition
@@ -205,7 +206,13 @@ class AotFunction:
         self.size_args = size_args
         self.dynamic_entries: dict = {}  # signature without symbolic sizes -> compilations
         self.dynamic_refused: set = set()  # such signatures whose symbolic trace failed
-        self.stats = {"traces": 0, "retraces": 0, "guard_checks": 0, "guard_hits": 0}
+        self.stats = {
+            "traces": 0,
+            "retraces": 0,
+            "guard_checks": 0,
+            "guard_hits": 0,
+            "cse_removed": 0,
+        }
         self.retrace_reasons: list[str] = []
 
     def _key(self, flat: list, spec) -> tuple:
@@ -385,6 +392,9 @@ class AotFunction:
             size_args=self.size_args() if dynamic_dims is not None and self.size_args else None,
         )
         timings["trace"] = program.trace_seconds
+        start = time.perf_counter()
+        self.stats["cse_removed"] += eliminate_common_subexpressions(program.graph_module)
+        timings["cse"] = time.perf_counter() - start
         if joint:
             start = time.perf_counter()
             partition = self.partition_fn(
