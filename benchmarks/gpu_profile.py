@@ -88,7 +88,8 @@ def profile(step, iters):
             k[1] += e.device_time / 1e3
     gpu = sum(v[1] for v in kernels.values()) / iters
     launches = sum(v[0] for v in kernels.values()) / iters
-    top = sorted(kernels.items(), key=lambda kv: -kv[1][1])[:30]
+    ranked = sorted(kernels.items(), key=lambda kv: -kv[1][1])
+    top = ranked[:30]
     groups = {}
     for name, (count, ms) in kernels.items():
         g = groups.setdefault(kernel_group(name), [0, 0.0])
@@ -101,6 +102,12 @@ def profile(step, iters):
         "launches": launches,
         "groups": {k: (round(c), round(ms, 3)) for k, (c, ms) in sorted(groups.items())},
         "top": [(n[:90], c / iters, round(ms / iters, 3)) for n, (c, ms) in top],
+        # every generated kernel, to map a slow one to the debug dump's source by name
+        "generated": [
+            (n, c / iters, round(ms / iters, 4))
+            for n, (c, ms) in ranked
+            if kernel_group(n) == "generated (Triton)"
+        ],
     }
 
 
@@ -222,6 +229,10 @@ def main():
     table = profile_diff(args.model, args.mode, results)
     with open(os.path.join(args.out, f"profile_{args.model}_{args.mode}.md"), "w") as f:
         f.write(table)
+        for b, r in results.items():  # the full lists stay out of the printed table
+            if r.get("generated"):
+                f.write(f"\n\n#### {b}: every generated kernel, ms (launches) a step\n\n")
+                f.writelines(f"- {ms:.4f} ({c:g}) {n}\n" for n, c, ms in r["generated"])
     print(table, flush=True)
 
 
