@@ -1,15 +1,14 @@
 """The pass that pads misaligned 16-bit matmuls: same products, aligned library calls."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from helpers import aten_graph
 
-from danlu_inductor.passes.pad_matmul import (
-    ALIGN,
-    has_padded_rows,
-    pad_matmuls,
-    padded_row_strides,
-)
+from danlu_inductor.graph import _row_padded
+from danlu_inductor.ir.layout import FixedLayout
+from danlu_inductor.passes.pad_matmul import ALIGN, pad_matmuls, padded_row_strides
 
 aten = torch.ops.aten
 BF16 = torch.bfloat16
@@ -130,11 +129,16 @@ def test_a_transposed_weight_is_padded_as_stored():
     assert pad.meta["val"].is_contiguous()  # the copy walks memory; the mm reads it transposed
 
 
+def _padded_rows(size, stride) -> bool:
+    """Whether a graph output laid out so is returned as a padded matmul's slice."""
+    return _row_padded(SimpleNamespace(layout=FixedLayout(BF16, size, stride)))
+
+
 def test_padded_row_strides():
     assert padded_row_strides([4, 3, 1001]) == [3 * 1008, 1008, 1]
     assert padded_row_strides([1001]) == [1]
-    assert has_padded_rows([640, 1001], [1008, 1])
-    assert has_padded_rows([2, 1, 1001], [1008, 5, 1])  # a size-1 dim's stride is free
-    assert not has_padded_rows([640, 1001], [1001, 1])
-    assert not has_padded_rows([640, 1000], [1000, 1])  # aligned already: plain row-major
-    assert not has_padded_rows([1001, 640], [1, 1008])
+    assert _padded_rows([640, 1001], [1008, 1])
+    assert _padded_rows([2, 1, 1001], [1008, 5, 1])  # a size-1 dim's stride is free
+    assert not _padded_rows([640, 1001], [1001, 1])
+    assert not _padded_rows([640, 1000], [1000, 1])  # aligned already: plain row-major
+    assert not _padded_rows([1001, 640], [1, 1008])

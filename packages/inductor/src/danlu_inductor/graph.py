@@ -27,7 +27,7 @@ from danlu_inductor.lowering.convolution import (
 )
 from danlu_inductor.lowering.extern import make_extern
 from danlu_inductor.lowering.registry import is_node
-from danlu_inductor.passes.pad_matmul import has_padded_rows
+from danlu_inductor.passes.pad_matmul import ALIGN, padded_row_strides
 
 log = logging.getLogger("danlu_inductor")
 
@@ -418,15 +418,16 @@ class GraphLowering:
 
 
 def _row_padded(buf) -> bool:
+    """A padded 16-bit matmul's slice: static rows of a length 16 bytes do not divide, laid out
+    with the padded row stride (``padded_row_strides``)."""
     layout = getattr(buf, "layout", None)
-    dims = (*layout.size, *layout.stride) if layout is not None else ()
-    return (
-        layout is not None
-        and layout.dtype in (torch.bfloat16, torch.float16)
-        and layout.offset == 0
-        and all(getattr(s, "is_Integer", False) for s in dims)
-        and has_padded_rows(layout.size, layout.stride)
-    )
+    if layout is None or layout.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    if layout.offset != 0 or len(layout.size) < 2:
+        return False
+    if not all(getattr(s, "is_Integer", False) for s in (*layout.size, *layout.stride)):
+        return False
+    return int(layout.size[-1]) % ALIGN != 0 and layout.has_strides(padded_row_strides(layout.size))
 
 
 def _other_strides(buf, stride) -> bool:

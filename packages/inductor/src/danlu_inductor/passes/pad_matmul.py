@@ -7,7 +7,7 @@ rewrites ``mm``/``addmm``/``bmm`` on such sizes into zero-padded operands (the p
 into the kernels that produce them, or costs one copy of an input), the library call on
 aligned sizes, and a slice of the result. The products are unchanged: padded rows of K
 multiply zeros, padded columns of N are sliced away. A graph output that is such a slice is
-returned as it is, its rows padded to 16 bytes (``has_padded_rows``), as torch.compile returns
+returned as it is, its rows padded to 16 bytes (``padded_row_strides``), as torch.compile returns
 GPT-2's logits: copying it into eager's layout cost 0.46 ms a call on the H200.
 
 Writing the product of unpadded operands into a buffer with padded rows (``mm.out``) does not
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import torch
 
+from danlu_inductor.ir.symbols import contiguous_strides
+
 aten = torch.ops.aten
 
 ALIGN = 8  # elements of a 16-bit dtype in 16 bytes
@@ -26,26 +28,10 @@ MIN_FLOPS = 1 << 27  # below this the copies cost more than the slower kernel
 _MATMULS = (aten.mm.default, aten.addmm.default, aten.bmm.default)
 
 
-def padded_row_strides(shape) -> list[int]:
+def padded_row_strides(shape) -> list:
     """Row-major strides of ``shape`` with the last dimension's rows rounded up to ALIGN
     elements (16 bytes of a 16-bit dtype)."""
-    strides, step = [], 1
-    for i in reversed(range(len(shape))):
-        strides.append(step)
-        size = shape[i]
-        step *= -(-size // ALIGN) * ALIGN if i == len(shape) - 1 else size
-    return strides[::-1]
-
-
-def has_padded_rows(size, stride) -> bool:
-    """The layout is ``padded_row_strides(size)`` and not plain row-major."""
-    size, stride = [int(s) for s in size], [int(s) for s in stride]
-    return (
-        len(size) >= 2
-        and size[-1] % ALIGN != 0
-        and any(n > 1 for n in size[:-1])
-        and all(st == p for st, p, n in zip(stride, padded_row_strides(size), size) if n != 1)
-    )
+    return contiguous_strides([*shape[:-1], -(-shape[-1] // ALIGN) * ALIGN])
 
 
 def _meta(v):

@@ -496,7 +496,7 @@ class TritonKernel:
         outer.lines += pre
         # a literal trip count: sizes are static, and some interpreters cannot take a
         # scalar argument as a range bound
-        trips = self.rnumel if is_static(self.rnumel) else "rnumel"  # symbolic: the argument
+        trips = self._numel("rnumel", self.rnumel)
         if self.kind == "reduction" and is_static(self.rnumel) and int(self.rnumel) % 16:
             # whole blocks first, without the ragged-edge mask, then the last partial block:
             # a mask `rindex < 50257` (a vocabulary) is constant over no two neighbouring
