@@ -270,6 +270,18 @@ CASES = {
         lambda: [_inf_rows((6, 32768))],
         set(),
     ),
+    # logsumexp of vocabulary rows (the normalizer training graphs save for log-softmax): the
+    # same online pass; a row holding +inf is +inf, as eager's
+    "logsumexp_online_inf_rows": (
+        lambda x: torch.logsumexp(x, -1),
+        lambda: [_inf_rows((6, 20001))],
+        {"reduction"},
+    ),
+    "bf16_logsumexp_online_keepdim": (
+        lambda x: torch.logsumexp(x * 3, 1, keepdim=True),
+        lambda: [torch.randn(16, 20001).bfloat16()],
+        {"reduction"},
+    ),
     "log_softmax_online_outer": (
         lambda x: torch.log_softmax(x, 0),
         lambda: [torch.randn(20001, 6) * 5],
@@ -414,6 +426,8 @@ ROW_LOOPS = {
     "softmax_online_inf_rows": 2,
     "log_softmax_online_inf_rows": 2,
     "bf16_log_softmax_online": 2,
+    "logsumexp_online_inf_rows": 1,
+    "bf16_logsumexp_online_keepdim": 1,
 }
 
 

@@ -37,6 +37,7 @@ LIBRARY_ON_CPU = {
 LOWERED_ON_GPU = {
     aten._softmax.default,
     aten._log_softmax.default,
+    aten.logsumexp.default,
 }
 
 

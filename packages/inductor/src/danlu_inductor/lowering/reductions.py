@@ -1,5 +1,5 @@
 """Reductions (sum, prod, max, min, arg*, any/all, Welford mean/var) and the composite ops
-written with them (mean, var, layer norm, logsumexp). Softmax and log-softmax: softmax.py."""
+written with them (mean, var, layer norm). Softmax, log-softmax and logsumexp: softmax.py."""
 
 from __future__ import annotations
 
@@ -490,32 +490,3 @@ def batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, e
     out = make_pointwise([x, *stats, *extra], body, dtype, c)
     empty = StorageBox(Pointwise(dtype, [sympy.Integer(0)], lambda i: ops.constant(0, dtype)))
     return out, empty, empty
-
-
-@register(aten.logsumexp.default)
-def logsumexp(x, dim, keepdim=False):
-    dtype = x.get_dtype()
-    if not dtype.is_floating_point:
-        raise NotLowered("logsumexp of integers")
-    c = compute_dtype(dtype)
-    dims = _dims(x, dim)
-    m = reduce(x, dims, "max", c, c, keepdim=True)
-
-    def shifted_exp(v, mm):
-        # rows of -inf: keep them -inf instead of nan (eager does the same)
-        safe = ops.where(ops.isinf(mm), ops.constant(0.0, c), mm)
-        return ops.exp(ops.sub(v, safe))
-
-    e = make_pointwise([x, m], shifted_exp, c, c)
-    s = reduce(e, dims, "sum", c, c, keepdim=True)
-
-    def finish(ss, mm):
-        safe = ops.where(ops.isinf(mm), ops.constant(0.0, c), mm)
-        return ops.add(ops.log(ss), safe)
-
-    out = make_pointwise([s, m], finish, dtype, c)
-    if not keepdim:
-        from danlu_inductor.lowering.views import squeeze
-
-        out = squeeze(out, dims)
-    return out

@@ -1,4 +1,4 @@
-"""Softmax and log-softmax.
+"""Softmax, log-softmax and logsumexp.
 
 A row's softmax needs its max ``m`` and ``s = sum(exp(x - m))``. Written as two reductions,
 a row too long for one block of a GPU kernel is read three times: once for the max, once
@@ -22,6 +22,7 @@ from danlu_inductor.ir.nodes import Reduction, StorageBox, current_graph
 from danlu_inductor.ir.ops import ops
 from danlu_inductor.ir.symbols import hint, product
 from danlu_inductor.lowering.reductions import (
+    _dims,
     keep_dims,
     realized,
     reduce,
@@ -122,3 +123,50 @@ def log_softmax(x, dim, half_to_float=False):
     return make_pointwise(
         [xc, m, s], lambda v, mm, ss: ops.sub(ops.sub(v, mm), ops.log(ss)), out_dtype, c
     )
+
+
+@register(aten.logsumexp.default)
+def logsumexp(x, dim, keepdim=False):
+    dtype = x.get_dtype()
+    if not dtype.is_floating_point:
+        raise NotLowered("logsumexp of integers")
+    c = compute_dtype(dtype)
+    dims = _dims(x, dim)
+    size = x.get_size()
+    if (
+        current_graph().for_gpu
+        and len(dims) == 1
+        and hint(product([size[dims[0]]])) > ONLINE_MIN_ROW
+    ):
+        # a vocabulary-sized row (the training graph's log-softmax normalizer): one pass
+        xc = to_dtype(x, c) if dtype != c else x
+        m, s = _online_stats(xc, dims[0], c)
+        inf = float("inf")
+
+        def finish_online(ss, mm):
+            # a row holding +inf: eager's logsumexp is +inf (the online sum is nan there)
+            lse = ops.add(ops.log(ss), _finite_shift(mm, c))
+            return ops.where(ops.eq(mm, ops.constant(inf, c)), ops.constant(inf, c), lse)
+
+        out = make_pointwise([s, m], finish_online, dtype, c)
+    else:
+        m = reduce(x, dims, "max", c, c, keepdim=True)
+
+        def shifted_exp(v, mm):
+            # rows of -inf: keep them -inf instead of nan (eager does the same)
+            safe = ops.where(ops.isinf(mm), ops.constant(0.0, c), mm)
+            return ops.exp(ops.sub(v, safe))
+
+        e = make_pointwise([x, m], shifted_exp, c, c)
+        s = reduce(e, dims, "sum", c, c, keepdim=True)
+
+        def finish(ss, mm):
+            safe = ops.where(ops.isinf(mm), ops.constant(0.0, c), mm)
+            return ops.add(ops.log(ss), safe)
+
+        out = make_pointwise([s, m], finish, dtype, c)
+    if not keepdim:
+        from danlu_inductor.lowering.views import squeeze
+
+        out = squeeze(out, dims)
+    return out
