@@ -21,6 +21,7 @@ from danlu_aotautograd.runtime.compiled_function import (
     lazy_view_positions,
     resolve_lazy_views,
 )
+from danlu_aotautograd.softmax_stats import split_softmax_rows
 from danlu_aotautograd.tracing.attention_masks import unit_stride_attention_masks
 from danlu_aotautograd.tracing.shadow_tensor import ShadowTensor
 from danlu_primtorch.tracing.tracer import TracingError
@@ -212,6 +213,7 @@ class AotFunction:
             "guard_checks": 0,
             "guard_hits": 0,
             "cse_removed": 0,
+            "softmax_rows_split": 0,
         }
         self.retrace_reasons: list[str] = []
 
@@ -397,6 +399,9 @@ class AotFunction:
         timings["cse"] = time.perf_counter() - start
         if joint:
             start = time.perf_counter()
+            self.stats["softmax_rows_split"] += split_softmax_rows(
+                program.graph_module, num_fw_outputs=program.num_fw_outputs
+            )
             partition = self.partition_fn(
                 program.graph_module, num_fw_outputs=program.num_fw_outputs
             )
