@@ -70,6 +70,7 @@ def min_cut_partition(joint: fx.GraphModule, *, num_fw_outputs: int) -> Partitio
     parts = JointParts.of(joint, num_fw_outputs)
     dependent = parts.tangent_dependent
     needed_by_grads = _ancestors_in(parts, dependent)
+    chained = chained_recomputes(joint, dependent)
     flow = nx.DiGraph()
     flow.add_node("source")
     flow.add_node("sink")
@@ -94,6 +95,8 @@ def min_cut_partition(joint: fx.GraphModule, *, num_fw_outputs: int) -> Partitio
         elif n in parts.fw_required and not recomputable(n):
             flow.add_edge("source", n.name + "_in")
             inf_forward.add(n)
+        elif n in chained:
+            flow.add_edge("source", n.name + "_in")
         elif is_random(n.target):
             flow.add_edge("source", n.name + "_in")
         elif not recomputable(n) and n.op == "call_function":
@@ -125,7 +128,64 @@ def min_cut_partition(joint: fx.GraphModule, *, num_fw_outputs: int) -> Partitio
     primals = set(parts.primals)
     baseline = sum(node_bytes(n) for n in default_saved(joint, parts) if n not in primals)
     return build_partition(
-        joint, parts, saved, "min_cut", cut_weight=cut_value, default_saved_bytes=baseline
+        joint,
+        parts,
+        saved,
+        "min_cut",
+        cut_weight=cut_value,
+        default_saved_bytes=baseline,
+        chained_recomputes=len(chained),
+    )
+
+
+def chained_recomputes(joint: fx.GraphModule, dependent: set[fx.Node]) -> set[fx.Node]:
+    """Forward values the backward reads that it must not recompute: the shared bases of
+    other recomputed values the backward reads.
+
+    A value the backward reads is materialized there whether it is saved or recomputed. If
+    the recomputes of two or more such values would start from one recomputed value, that
+    value is a link of a chain. LLaMA's residual stream is one: ``h[l+1] = h[l] + attn``,
+    the norm's ``h[l] * rsqrt`` and ``h[l] ** 2`` are all read by the backward, and saving
+    the bf16 attention and MLP outputs (half the bytes of an fp32 ``h``) let the cut
+    recompute every ``h`` of every layer in the backward's first kernel, all of them alive
+    from there on. Such bases are computed in the forward, where they are materialized
+    anyway, and saved; the values recomputed from them take one step each.
+    """
+    read_by_backward = {
+        n
+        for n in joint.graph.nodes
+        if n not in dependent and n.op != "output" and any(u in dependent for u in n.users)
+    }
+    # the recomputed values the backward reads that a node's recompute starts from, looking
+    # through recomputed values it does not read (and views)
+    bases: dict[fx.Node, frozenset] = {}
+    readers: dict[fx.Node, int] = {}
+    empty: frozenset = frozenset()
+    for n in joint.graph.nodes:
+        if n in dependent or n.op == "output":
+            continue
+        if not (recomputable(n) and n.op == "call_function"):
+            bases[n] = empty  # computed in the forward
+            continue
+        start = empty.union(*(bases.get(i, empty) for i in n.all_input_nodes))
+        if n in read_by_backward and not _alias(n):
+            for b in start:
+                readers[b] = readers.get(b, 0) + 1
+            bases[n] = frozenset((n,))
+        else:
+            bases[n] = start
+    return {
+        n
+        for n, count in readers.items()
+        if count >= 2 and isinstance(n.meta.get("val"), torch.Tensor)
+    }
+
+
+def _alias(n: fx.Node) -> bool:
+    """A view or a tuple item: recomputing it costs nothing and materializes nothing."""
+    target = n.target
+    return target is operator.getitem or (
+        isinstance(target, torch._ops.OpOverload) and target.is_view
     )
 
 
