@@ -8,16 +8,22 @@ positions; BERT's two token types) each row's gradient is a plain reduction inst
 ``grad_weight[w, d] = sum over positions p of (indices[p] == w) * grad[p, d]``, which reads
 the gradient once per row: one or two generated kernels (split when long), no sort. Larger
 tables keep ATen's kernel, as do the CPU's graphs.
+
+The table's row is the fastest index of the partial sums (``[chunk, column, row]``): the
+programs next to each other then read the same gradient elements, which the cache serves, and
+the gradient comes from memory about once instead of once per row. Row-major partials made
+T5's relative-position gradient (32 rows, six layers' 8 x 1024 x 1024 float32 gradients) read
+32 times: 0.47 ms a call on an H100.
 """
 
 from __future__ import annotations
 
 import torch
 
-from danlu_inductor.ir.nodes import Pointwise, StorageBox, current_graph
+from danlu_inductor.ir.nodes import Pointwise, Reduction, StorageBox, current_graph
 from danlu_inductor.ir.ops import ops
 from danlu_inductor.ir.symbols import is_static, product
-from danlu_inductor.lowering.reductions import reduce
+from danlu_inductor.lowering.reductions import _splits, realized, reduce, split_first_stage
 from danlu_inductor.lowering.registry import NotLowered, aten, compute_dtype, register
 
 MAX_ROWS = 64
@@ -45,8 +51,8 @@ def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad
     gload, iload = grad.make_loader(), indices.make_loader()
     npos = len(isize)
 
-    def masked(index):  # [row, column, *position]
-        row, col, pos = index[0], index[1], index[2:]
+    def masked(index):  # [column, row, *position]
+        col, row, pos = index[0], index[1], index[2:]
         hit = ops.eq(ops.to_dtype(iload(pos), torch.int64), ops.index_expr(row, torch.int64))
         if padding_idx >= 0:  # the padding row gets no gradient
             keep = ops.ne(ops.index_expr(row, torch.int64), ops.constant(padding_idx, torch.int64))
@@ -54,5 +60,19 @@ def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad
         g = gload([*pos, col])
         return ops.where(hit, ops.to_dtype(g, c), ops.constant(0.0, c))
 
-    each = StorageBox(Pointwise(c, [num_weights, gsize[-1], *isize], masked))
-    return reduce(each, list(range(2, 2 + npos)), "sum", dtype, c)
+    width = gsize[-1]
+    splits = _splits([width, num_weights], isize, "sum")
+    if splits == 1:
+        each = StorageBox(
+            Pointwise(c, [num_weights, width, *isize], lambda i: masked([i[1], i[0], *i[2:]]))
+        )
+        return reduce(each, list(range(2, 2 + npos)), "sum", dtype, c)
+
+    def inner(index, rindex):
+        return masked([*index, *rindex])
+
+    # partials [chunk, column, row]: the row is the fastest index
+    second, red = split_first_stage(inner, [width, num_weights], isize, "sum", c, splits, True)
+    return realized(
+        Reduction(dtype, [num_weights, width], red, "sum", lambda i, r: second([i[1], i[0]], r), c)
+    )
