@@ -388,6 +388,9 @@ def _compiler_notes(backend: str) -> str | None:
                     text += ", CUDA graphs: " + "; ".join(states)
             if s.phases:
                 text += "; " + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(s.phases.items()))
+            first = s.first_run_seconds()
+            if first is not None:  # outside the phases: kernel loads and autotuning
+                text += f"; first runs {first:.1f} s"
             return text
     except Exception as e:
         return f"(could not read compiler stats: {describe_error(e)})"

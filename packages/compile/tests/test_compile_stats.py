@@ -82,3 +82,21 @@ def test_reset_clears_phases():
     danlu.reset()
     assert danlu.CompileStats.current().phases == {}
     assert danlu.CompileStats.current().summary().startswith("captured graphs: 0")
+
+
+def test_first_runs_of_compiled_graphs_are_summed_apart_from_the_phases():
+    from danlu.stats import CompileStats
+
+    class Compiled:
+        def __init__(self, report):
+            self.report = report
+
+    stats = CompileStats()
+    ran, pending = Compiled({"kernels": 3, "first_run_s": 1.25}), Compiled({"kernels": 2})
+    stats.record_kernels(ran, "forward graph of graph 0")
+    stats.record_kernels(pending, "backward graph of graph 0")
+    assert stats.first_run_seconds() == 1.25
+    pending.report["first_run_s"] = 0.5  # the backward's first call, later
+    assert stats.first_run_seconds() == 1.75
+    assert "first runs of the compiled graphs (kernel loads, autotuning): 1.75 s" in stats.summary()
+    assert CompileStats().first_run_seconds() is None

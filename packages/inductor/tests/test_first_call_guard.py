@@ -39,3 +39,20 @@ def test_eager_fallback_without_planned_layouts_returns_eagers():
     guard = FirstCallGuard(_failing_call, _Graph(), {})
     a, b, _ = guard([x])
     assert b.stride() == (1, 7)  # eager's transposed view, as it is
+
+
+def test_the_first_call_records_its_time_once():
+    calls = []
+
+    def call(args):
+        calls.append(len(args))
+        return [args[0] * 2]
+
+    report = {}
+    guard = FirstCallGuard(call, _Graph(), report)
+    x = torch.randn(3)
+    guard([x])
+    first = report["first_run_s"]
+    assert isinstance(first, float) and first >= 0
+    guard([x])
+    assert report["first_run_s"] == first and calls == [1, 1]  # later calls leave it

@@ -275,7 +275,24 @@ class CompileStats:
             lines.append(f"compile time: {sum(phases.values()):.2f} s")
             for phase, seconds in phases.items():
                 lines.append(f"{phase:>17}: {seconds:.2f} s")
+        first = self.first_run_seconds()
+        if first is not None:
+            lines.append(
+                f"first runs of the compiled graphs (kernel loads, autotuning): {first:.2f} s"
+            )
         return "\n".join(lines)
+
+    def first_run_seconds(self) -> float | None:
+        """The compiled ATen graphs' first calls, summed (outside the compile phases: on a GPU
+        each kernel's first launch loads its binary and times its candidate configs); None
+        before any has run."""
+        times = []
+        for k in self.kernel_graphs:
+            compiled = k._compiled() if k._compiled is not None else None
+            t = (getattr(compiled, "report", None) or {}).get("first_run_s")
+            if t is not None:
+                times.append(t)
+        return sum(times) if times else None
 
 
 class FirstCall:

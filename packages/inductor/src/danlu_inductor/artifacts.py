@@ -121,6 +121,8 @@ def load_graph(meta: dict, tensors: dict):
     build = meta["build"]
     consts = {k: _decode_const(v, tensors) for k, v in meta["consts"].items()}
     wrapper_name = "<danlu_inductor wrapper (cached)>"
+    report = dict(meta["report"], cached=True)
+    report.pop("first_run_s", None)  # this process's first call writes its own
     if backend == "cpp":
         fns, _, source = CppBackend().build(
             build["names"], build["sources"], build["nargs"], build["nsizes"]
@@ -131,10 +133,9 @@ def load_graph(meta: dict, tensors: dict):
         fns, _, source = TritonBackend().build(build["names"], build["sources"])
         consts = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in consts.items()}
         inner = load_call(meta["wrapper"], wrapper_name, fns, consts, device)
-        call = FirstCallGuard(inner, None, dict(meta["report"]), check_err=build["check_err"])
+        call = FirstCallGuard(inner, None, report, check_err=build["check_err"])
     else:
         raise ValueError(f"unknown graph backend {backend!r}")
-    report = dict(meta["report"], cached=True)
     out_spec = pytree.treespec_loads(meta["out_spec"])
     compiled = CompiledGraph(call, out_spec, meta["wrapper"], source, None, None, report)
     compiled.consts = consts

@@ -5,6 +5,7 @@ graphs (their kernels may compile, and fail, on first launch)."""
 from __future__ import annotations
 
 import logging
+import time
 
 import torch
 from torch.utils import _pytree as pytree
@@ -99,6 +100,7 @@ class FirstCallGuard:
         if not self.first:
             return self._checked(self.call(args))
         saved = list(args)
+        start = time.perf_counter()
         try:
             out = self.call(args)
         except KernelLaunchError as e:
@@ -109,7 +111,12 @@ class FirstCallGuard:
             self.eager = True
             return self._eager(saved)
         self.first = False
-        return self._checked(out)
+        out = self._checked(out)
+        # the first call's own time: on a GPU, the kernels' first launches (loading each
+        # binary, timing the candidate configs); a compile report counts it apart from the
+        # compile phases
+        self.report["first_run_s"] = round(time.perf_counter() - start, 3)
+        return out
 
     def _eager(self, args):
         out = list(pytree.tree_leaves(self.gm(*args)))
