@@ -157,6 +157,13 @@ def main():
     p.add_argument("--mode", default="infer", choices=["infer", "train"])
     p.add_argument("--backends", default="eager,torch,danlu")
     p.add_argument("--danlu-mode", default=None)
+    p.add_argument(
+        "--danlu-options",
+        default="{}",
+        help="JSON dict of danlu.compile options for the backend 'danlu-opt' (an A/B of one "
+        "option beside plain danlu in one run: --backends danlu,danlu-opt --danlu-options "
+        "'{\"row_block_partials\": false}')",
+    )
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--out", default="/tmp/danlu-profile")
     p.add_argument(
@@ -189,6 +196,9 @@ def main():
             fn = torch.compile(module, mode="reduce-overhead")
         elif b == "danlu-ro":
             fn = danlu.compile(module, mode="reduce-overhead")
+        elif b == "danlu-opt":
+            danlu.reset()  # a fresh compile with the options, not the plain backend's graphs
+            fn = danlu.compile(module, options=json.loads(args.danlu_options))
         else:
             fn = danlu.compile(module, mode=args.danlu_mode)
         step = step_fn(fn, inputs, train, params)

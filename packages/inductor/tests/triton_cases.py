@@ -66,6 +66,27 @@ def _max_pool_backward_inputs():
     return [torch.randn_like(out), x, idx]
 
 
+def _rms_norm_backward(g, h, w):
+    """An RMS norm's backward written out: the input's gradient reduces each row, the
+    weight's gradient sums down the columns (the column sum's partials join the row kernel)."""
+    r = torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+    xhat = h * r
+    gy = g * w
+    gh = gy * r - xhat * r * (gy * xhat).mean(-1, keepdim=True)
+    return gh, (g * xhat).sum(0)
+
+
+def _layer_norm_backward(g, x, w):
+    """A layer norm's backward over [batch, positions, width]: weight and bias gradients sum
+    over the first two dims."""
+    mean = x.mean(-1, keepdim=True)
+    rstd = torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-5)
+    xhat = (x - mean) * rstd
+    gy = g * w
+    gx = rstd * (gy - gy.mean(-1, keepdim=True) - xhat * (gy * xhat).mean(-1, keepdim=True))
+    return gx, (g * xhat).sum([0, 1]), g.sum([0, 1])
+
+
 def _log_softmax_grad(logp, g):
     return g - logp.exp() * g.sum(-1, keepdim=True)
 
@@ -148,6 +169,18 @@ CASES = {
         lambda g, x: (g.sum([0, 1]), (g * x).sum([0, 1]), x.amax([0, 1])),
         lambda: [torch.randn(8, 512, 48), torch.randn(8, 512, 48)],
         {"outer_reduction"},
+    ),
+    # a norm's backward: the column sums' first stages are the row kernel's block sums
+    # (each program's XBLOCK rows summed down the columns), then one short kernel each
+    "rms_norm_backward_row_blocks": (
+        _rms_norm_backward,
+        lambda: [torch.randn(4096, 384), torch.randn(4096, 384), torch.randn(384)],
+        {"persistent_reduction", "outer_reduction"},
+    ),
+    "layer_norm_backward_row_blocks": (
+        _layer_norm_backward,
+        lambda: [torch.randn(2, 2048, 256), torch.randn(2, 2048, 256) * 2 + 1, torch.randn(256)],
+        {"persistent_reduction", "outer_reduction"},
     ),
     "split_sum_bf16": (
         lambda x: x.sum(0),
@@ -410,7 +443,13 @@ KERNEL_COUNTS = {
     "conv_after_channels_last_pointwise": 1,
     "split_sum_outer": 2,  # partial sums over chunks, then the sum of the partials
     "split_bias_and_norm_grads": 2,  # three reductions, fused in each stage
+    "rms_norm_backward_row_blocks": 2,  # the row kernel with the block sums, the partials' sum
+    "layer_norm_backward_row_blocks": 2,
 }
+
+
+# cases whose row kernel also sums each program's block of rows down the columns
+ROW_BLOCK_SUMS = ("rms_norm_backward_row_blocks", "layer_norm_backward_row_blocks")
 
 
 # cases whose every load is masked by its range, not clamped into it
@@ -463,6 +502,9 @@ def run_interpret(name):
         assert loops == ROW_LOOPS[name], c.kernel_source
     if name in KERNEL_COUNTS:
         assert len(c.artifacts) == KERNEL_COUNTS[name], [a.name for a in c.artifacts]
+    if name in ROW_BLOCK_SUMS:
+        source = c.kernel_source or ""
+        assert "xchunk = tl.program_id(0)" in source and ", 0)[None, :]" in source, source
     assert "fallback_reason" not in c.report, c.report["fallback_reason"]
     return {"kernels": len(c.artifacts), "kinds": sorted(made)}
 

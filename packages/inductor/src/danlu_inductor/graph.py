@@ -43,8 +43,12 @@ class GraphLowering:
         force_fallback=(),
         for_gpu=False,
         conv_channels_last=False,
+        row_block_partials=True,
     ):
         self.gm = gm
+        # column sums beside a row reduction of the same values split by the row kernel's
+        # block of rows, to join it (lowering/row_block_partials.py; GPU graphs)
+        self.row_block_partials = row_block_partials
         # GPU graphs: a pointwise result stored in memory takes the strides eager gives it
         # (channels-last stays channels-last) instead of contiguous ones, reductions with few
         # outputs run in two stages (lowering/reductions.py), and values shared by several

@@ -38,6 +38,9 @@ OPTIONS = {
     "call and remember the fastest on disk (on by default); off: the size heuristic alone",
     "pad_matmuls": "bool: zero-pad 16-bit matmuls whose rows are not a multiple of 16 bytes "
     "so the library takes its aligned kernels (Triton path; on by default)",
+    "row_block_partials": "bool: a column sum beside a row reduction of the same values (a "
+    "norm's weight gradient) takes its first stage in the row kernel, each program summing "
+    "its block of rows (GPU graphs; on by default)",
     "verify_ir": "bool: check the loop IR's well-formedness (indices within their buffers, "
     "reads after writes, consistent dtypes; ir/verify.py) before code generation; off by "
     "default, on for every compile when the environment sets DANLU_VERIFY_IR=1",
@@ -50,6 +53,7 @@ class CompileOptions:
     max_autotune: bool = False
     autotune: bool = True
     pad_matmuls: bool = True
+    row_block_partials: bool = True
     verify_ir: bool = False
     mode: str | None = None
 
@@ -70,9 +74,22 @@ def validate_options(options) -> CompileOptions:
         raise ValueError(f"unknown danlu_inductor option(s) {unknown}; valid options: {valid}")
     mode = options.get("mode")
     check_mode(mode)
-    settings = {"cudagraphs": False, "max_autotune": False, "autotune": True, "pad_matmuls": True}
+    settings = {
+        "cudagraphs": False,
+        "max_autotune": False,
+        "autotune": True,
+        "pad_matmuls": True,
+        "row_block_partials": True,
+    }
     settings.update(MODES[mode])
-    for key in ("cudagraphs", "max_autotune", "autotune", "pad_matmuls", "verify_ir"):
+    for key in (
+        "cudagraphs",
+        "max_autotune",
+        "autotune",
+        "pad_matmuls",
+        "row_block_partials",
+        "verify_ir",
+    ):
         if key in options:
             if not isinstance(options[key], bool):
                 raise ValueError(f"option {key!r} takes a bool, got {options[key]!r}")

@@ -111,6 +111,9 @@ class Reduction(Loops):
         self.rranges = as_exprs(reduction_ranges)
         self.reduction_type = reduction_type
         self.src_dtype = src_dtype
+        # the first stage of a column sum chunked by a row kernel's block of rows: fusable
+        # into that kernel (lowering/row_block_partials.py); None otherwise
+        self.row_block: int | None = None
 
     def reduction_ranges(self):
         return self.rranges

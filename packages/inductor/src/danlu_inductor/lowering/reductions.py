@@ -33,6 +33,7 @@ from danlu_inductor.lowering.registry import (
     register,
     to_dtype,
 )
+from danlu_inductor.lowering.row_block_partials import column_sum_row_block
 from danlu_inductor.lowering.views import unsqueeze
 
 
@@ -108,9 +109,25 @@ def reduce(x, dims, reduction_type, out_dtype, src_dtype=None, keepdim=False):
     src_dtype = src_dtype or compute_dtype(x.get_dtype())
     inner, kept_sizes, red_sizes = reduction_body(x, dims, src_dtype)
     splits, chunk_major = split_count(inner, kept_sizes, red_sizes, reduction_type)
+    block = None
+    if (
+        splits > 1
+        and chunk_major
+        and getattr(current_graph(), "row_block_partials", False)
+        and reduction_type == "sum"
+        and src_dtype.is_floating_point
+        and dims == list(range(len(dims)))
+    ):
+        # a column sum beside a row kernel over the same rows: chunks of that kernel's rows
+        # a program, so its first stage joins the row kernel (row_block_partials.py)
+        block = column_sum_row_block(
+            kept_sizes, red_sizes, getattr(current_graph(), "current_node", None)
+        )
+        if block is not None:
+            splits = int(hint(product(red_sizes))) // block
     if splits > 1:
         inner, red_sizes = split_first_stage(
-            inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits, chunk_major
+            inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits, chunk_major, block
         )
     out = realized(Reduction(out_dtype, kept_sizes, red_sizes, reduction_type, inner, src_dtype))
     return keep_dims(out, dims) if keepdim else out
@@ -208,11 +225,14 @@ def _contiguous_along_kept(loads, kept_sizes, red_sizes) -> bool:
     return along_kept
 
 
-def split_first_stage(inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits, chunk_major):
+def split_first_stage(
+    inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits, chunk_major, row_block=None
+):
     """The partial reduction over ``splits`` chunks, realized; returns the second stage's
     ``inner`` (reading the partials) and its reduced sizes ``[splits]``. The partials are
     ``[*kept, splits]``, or ``[splits, *kept]`` when ``chunk_major`` (the input is contiguous
-    along a kept dim: neighbouring programs then read neighbouring memory)."""
+    along a kept dim: neighbouring programs then read neighbouring memory). ``row_block``:
+    the chunk is a row kernel's block of rows, which the scheduler may fuse it into."""
     chunk = int(product(red_sizes)) // splits
 
     def chunked(index, rindex):
@@ -227,6 +247,7 @@ def split_first_stage(inner, kept_sizes, red_sizes, reduction_type, src_dtype, s
 
     sizes = [splits, *kept_sizes] if chunk_major else [*kept_sizes, splits]
     partial = Reduction(src_dtype, sizes, [chunk], reduction_type, chunked, src_dtype)
+    partial.row_block = row_block
     box = StorageBox(partial)
     box.realize()
     load = box.make_loader()

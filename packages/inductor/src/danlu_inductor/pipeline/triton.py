@@ -105,7 +105,14 @@ def compile_triton(gm, example_inputs, device: torch.device, opts) -> CompiledGr
     for _ in range(MAX_RETRIES):
         t0 = time.perf_counter()
         try:
-            graph = lower(gm, example_inputs, channels_last, force_fallback=forced, for_gpu=True)
+            graph = lower(
+                gm,
+                example_inputs,
+                channels_last,
+                force_fallback=forced,
+                for_gpu=True,
+                row_block_partials=opts.row_block_partials,
+            )
         except NotLowered as e:
             return run_eagerly(gm, str(e), cannot_lower=True)
         t1 = time.perf_counter()

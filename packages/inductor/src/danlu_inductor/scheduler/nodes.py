@@ -7,7 +7,7 @@ from functools import cached_property
 import sympy
 
 from danlu_inductor.ir import nodes as ir
-from danlu_inductor.ir.symbols import index_vars, product, same, same_sizes
+from danlu_inductor.ir.symbols import FloorDiv, IMod, index_vars, product, same, same_sizes
 from danlu_inductor.scheduler.dependencies import record_reads
 
 
@@ -73,15 +73,39 @@ class SchedulerNode(BaseSchedulerNode):
         xn, rn = numels or (product(xsizes), product(rsizes))
         if self.is_reduction:
             ok = same(self.numel, xn) and same(self.rnumel, rn) and rsizes
-            return "reduction" if ok else None
+            if ok:
+                return "reduction"
+            return "xsum" if self._fits_row_blocks(xn, rn, rsizes) else None
         if same(self.numel, xn):
             return "x"
         if same(self.numel, xn * rn):
             return "xr"
         return None
 
+    @property
+    def row_block(self) -> int | None:
+        return getattr(self.node.data, "row_block", None) if self.is_reduction else None
+
+    def _fits_row_blocks(self, xn, rn, rsizes) -> bool:
+        """A column sum's first stage (``[chunk, *columns]`` partials over ``row_block`` rows)
+        in a row kernel over (rows, columns): each program sums its block of rows ("xsum")."""
+        k = self.row_block
+        if not k or not rsizes or len(self.rranges) != 1 or not same(self.rranges[0], k):
+            return False
+        if not all(isinstance(s, (int, sympy.Integer)) for s in (*self.ranges, xn, rn)):
+            return False
+        return same(product(self.ranges[1:]), rn) and same(self.ranges[0] * k, xn)
+
     def index_in_kernel(self, placement, xvars, rvars, xsizes, rsizes):
         """(node x index, node r index) as expressions of the kernel's loop variables."""
+        if placement == "xsum":  # row x = chunk * row_block + r: chunk x // block, r x % block
+            k = self.row_block
+            flat, stride = sympy.Integer(0), sympy.Integer(1)
+            for v, size in reversed(list(zip(xvars, xsizes))):
+                flat += v * stride
+                stride *= size
+            columns = reshape_index(self.ranges[1:], rsizes, rvars)
+            return [FloorDiv(flat, k), *columns], [IMod(flat, k)]
         if placement == "reduction":
             return (
                 reshape_index(self.ranges, xsizes, xvars),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sympy
 
+from danlu_inductor.codegen.loop_order import reads_along_x
 from danlu_inductor.ir import nodes as ir
 from danlu_inductor.ir.symbols import (
     DynamicShapeUnsupported,
@@ -355,16 +356,22 @@ class Scheduler:
             return None
         if len(ga.nodes) + len(gb.nodes) > MAX_FUSION_SIZE:
             return None
-        if ga.has_reduction:
-            xs, rs = ga.xsizes, ga.rsizes
-        elif gb.has_reduction:
-            xs, rs = gb.xsizes, gb.rsizes
+        nodes = ga.nodes + gb.nodes
+        if ga.has_reduction or gb.has_reduction:
+            # the reductions' space; two reduction groups may fuse in either's (a column
+            # sum's first stage goes into a row kernel's, "xsum")
+            spaces = [(g.xsizes, g.rsizes) for g in (ga, gb) if g.has_reduction]
         else:
             first = ga if ga.order <= gb.order else gb
-            xs, rs = first.xsizes, first.rsizes
-        nodes = ga.nodes + gb.nodes
-        numels = (product(xs), product(rs))
-        if any(n.placement(xs, rs, numels) is None for n in nodes):
+            spaces = [(first.xsizes, first.rsizes)]
+        for xs, rs in spaces:
+            numels = (product(xs), product(rs))
+            if all(n.placement(xs, rs, numels) is not None for n in nodes):
+                break
+        else:
+            return None
+        row_blocks = any(n.placement(xs, rs, numels) == "xsum" for n in nodes)
+        if row_blocks and not self._row_blocks_fit(xs, rs):
             return None
         if self._cycle(ga, gb):
             return None
@@ -372,11 +379,22 @@ class Scheduler:
             merged = FusionGroup(nodes, xs, rs)
             if not self._legal(merged) or self._reshape_scatters(merged):
                 return None
+            if row_blocks and reads_along_x(merged, merged.xsizes):
+                return None  # a column-order kernel (outer reduction) holds no whole rows
             if self.graph.for_gpu and not self._xr_members_coalesced(merged):
                 return None
         except DynamicShapeUnsupported:  # symbolic dims that do not line up: separate kernels
             return None
         return merged
+
+    def _row_blocks_fit(self, xs, rs) -> bool:
+        """A kernel that sums blocks of rows down the columns ("xsum") holds whole rows: a
+        persistent row kernel on a GPU graph (static sizes, rows of at most 1024)."""
+        from danlu_inductor.codegen.triton.kernel import PERSISTENT_MAX_RNUMEL
+
+        if not self.graph.for_gpu or not all(isinstance(s, (int, sympy.Integer)) for s in rs):
+            return False
+        return int(product(rs)) <= PERSISTENT_MAX_RNUMEL
 
     def _reshape_scatters(self, g: FusionGroup) -> bool:
         """Does a member whose dims regroup the kernel's across dims (a [2, 56, 56, 40] buffer
@@ -388,7 +406,7 @@ class Scheduler:
         for n in g.nodes:
             place = g.placements[n.name]
             sizes = g.xsizes if place != "xr" else g.xsizes + g.rsizes
-            if place == "reduction" or not reshape_crosses_dims(n.ranges, sizes):
+            if place in ("reduction", "xsum") or not reshape_crosses_dims(n.ranges, sizes):
                 continue
             own_loop = list(zip(index_vars("x", len(n.ranges)), n.ranges))
             kernel_loop = list(zip([*g.xvars, *g.rvars], [*g.xsizes, *g.rsizes]))

@@ -251,6 +251,7 @@ class TritonLauncher:
         self.rnumel = meta["rnumel"]
         self.params = meta["params"]
         self.uses_err = meta["uses_err"]
+        self.xblock = meta.get("xblock")  # rows a program, where the kernel fixes them
         self.signature = meta["signature"]
         self.size_hints = meta.get("size_hints", [])
         self.nsizes = len(meta.get("size_args", []))
@@ -275,13 +276,26 @@ class TritonLauncher:
         ).hexdigest()[:32]
 
     def heuristic(self) -> Config:
-        return heuristic_config(self.kind, self.xnumel, self.rnumel)
+        return self._pinned([heuristic_config(self.kind, self.xnumel, self.rnumel)])[0]
 
     def candidates(self) -> list[Config]:
         if not self.autotune:
             return [self.heuristic()]
-        cands = candidate_configs(self.kind, self.xnumel, self.rnumel)
+        cands = self._pinned(candidate_configs(self.kind, self.xnumel, self.rnumel))
         return cands if self.max_autotune else cands[: self.ncands]
+
+    def _pinned(self, cands: list[Config]) -> list[Config]:
+        """A kernel that sums each program's block of rows into one row of partials (a
+        column sum fused into its row kernel) runs with exactly that block: XBLOCK fixed,
+        the other parameters as tuned."""
+        if not self.xblock:
+            return cands
+        out = []
+        for c in cands:
+            pinned = Config(self.xblock, c.RBLOCK, c.num_warps)
+            if pinned not in out:
+                out.append(pinned)
+        return out
 
     def grid(self, cfg: Config, xnumel=None, rnumel=None):
         xnumel = self.xnumel if xnumel is None else xnumel
@@ -481,7 +495,7 @@ def aot_compile(artifact: TritonKernelArtifact, launcher: TritonLauncher, arch=9
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    cfg = heuristic_config(artifact.kind, artifact.xnumel, artifact.rnumel)
+    cfg = launcher.heuristic()
     sig = dict(artifact.signature)
     sizes = {"xnumel": artifact.xnumel, "rnumel": artifact.rnumel}
     attrs = {

@@ -42,6 +42,7 @@ from danlu_inductor.ir.symbols import (
     hint,
     hint_of_name,
     is_static,
+    simplify_index,
 )
 
 PERSISTENT_MAX_RNUMEL = 1024
@@ -138,6 +139,14 @@ class TritonKernel:
                 if self.outer
                 else "reduction"
             )
+        # a column sum's first stage in this row kernel ("xsum"): each program holds exactly
+        # ``row_block`` rows and stores their column sums as one row of partials
+        blocks = {n.row_block for n in group.nodes if group.placements.get(n.name) == "xsum"}
+        if len(blocks) > 1 or (blocks and not self.persistent):
+            raise AssertionError(
+                f"row-block partials need one block and a persistent row: {blocks}"
+            )
+        self.row_block = blocks.pop() if blocks else None
         self.params: dict[str, str] = {}
         self.param_out: dict[str, bool] = {}
         self.uses_err = False
@@ -292,6 +301,10 @@ class TritonKernel:
             return self._value_of(name)
         dtype = self.buffer_dtype[name]
         index = sympy.expand(index)
+        if self.row_block:
+            # a row of the block, reached through its chunk (x // block) and its place in it
+            # (x % block): the two fold back into x
+            index = simplify_index(index)
         self._check_index(index)
         index, inside = self._unclamped(index)
         dims = self.dims_of(index)
@@ -409,6 +422,11 @@ class TritonKernel:
             self.line(self._rmask())
             self.line("xrmask = xmask & rmask")
             self.lines_decompose("rindex", self.g.rvars, self.rsizes)
+            if self.row_block:
+                self.line("xchunk = tl.program_id(0)@@R64@@")  # XBLOCK == row_block
+                self.sym_dims["xchunk"] = frozenset()
+                chunks = -(-int(self.xnumel) // self.row_block)
+                self.sym_bound["xchunk"] = chunks - 1
         for kind, members in g.phases:
             if kind == "x":
                 for n in members:
@@ -470,10 +488,25 @@ class TritonKernel:
             value, (idx, ridx) = self._compute(n)
             if not n.is_reduction:
                 continue
+            if self.g.placements[n.name] == "xsum":
+                self._sum_row_block(n, value, idx)
+                continue
             rtype = n.node.data.reduction_type
             result = self._reduce_persistent(n, rtype, value, ridx, accs)
             self.ctx_dims = frozenset("x")
             self.store(n.name, n.write_index(idx), result)
+
+    def _sum_row_block(self, n, value: TVar, idx):
+        """Store this program's block of rows summed down the columns: one row of the column
+        sum's partials, at chunk = program id (the block is XBLOCK rows)."""
+        dt = self._acc_dtype("sum", value)
+        masked = self.emit(f"tl.where(xrmask, {self._cast(value, dt)}, 0.0)", dt, "xr")
+        rd = frozenset("r")
+        part = self.emit(f"tl.sum({masked}, 0)[None, :]", dt, rd)
+        chunk = sympy.Symbol("xchunk", integer=True, nonnegative=True)
+        idx = [chunk, *idx[1:]]
+        self.ctx_dims = rd
+        self.store(n.name, n.write_index(idx), TVar(part.name, self._result_dtype(n, "sum"), rd))
 
     def _looped_phase(self, members):
         outer = self.block
@@ -806,6 +839,8 @@ class TritonKernel:
             "size_hints": [hint_of_name(n) for n in self.size_args],
             "numel_exprs": [pexpr(self.xnumel), pexpr(self.rnumel)] if self.symbolic else None,
         }
+        if self.row_block:
+            meta["xblock"] = self.row_block
         tail = [f"{self.kernel_name}.danlu_meta = {meta!r}", ""]
         return "\n".join(head + body + ["", ""] + tail)
 
