@@ -66,3 +66,23 @@ def check(fn, args, partition_fn=da.min_cut_partition, atol=1e-5, rtol=1e-5, **o
                 else:
                     torch.testing.assert_close(a.grad, e.grad, atol=atol, rtol=rtol)
     return compiled, actual, expected
+
+
+def capturing_compilers():
+    """(graphs, compiler): ``compiler(name)`` is a graph compiler that keeps the graph it is
+    handed in ``graphs[name]`` and runs it as it is."""
+    graphs = {}
+
+    def compiler(name):
+        def compile_graph(gm, example_inputs):
+            graphs[name] = gm
+            return gm
+
+        return compile_graph
+
+    return graphs, compiler
+
+
+def count_calls(gm, target) -> int:
+    """How many nodes of ``gm`` call ``target``."""
+    return sum(1 for n in gm.graph.nodes if n.target is target)

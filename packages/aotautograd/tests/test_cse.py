@@ -3,30 +3,13 @@ of one input, none merged that must stay apart (random ops, two returned tensors
 other types)."""
 
 import torch
-from helpers import check
+from helpers import capturing_compilers, check, count_calls
 from torch import nn
 
 import danlu_aotautograd as da
 from danlu_aotautograd.cse import eliminate_common_subexpressions
 
 aten = torch.ops.aten
-
-
-def _capturing():
-    graphs = {}
-
-    def compiler(name):
-        def compile_graph(gm, example_inputs):
-            graphs[name] = gm
-            return gm
-
-        return compile_graph
-
-    return graphs, compiler
-
-
-def _count(gm, target):
-    return sum(1 for n in gm.graph.nodes if n.target is target)
 
 
 class QKV(nn.Module):
@@ -46,7 +29,7 @@ def test_autocast_casts_of_one_input_become_one_node_and_values_match():
     model = QKV()
     ref = QKV()
     ref.load_state_dict(model.state_dict())
-    graphs, compiler = _capturing()
+    graphs, compiler = capturing_compilers()
     compiled = da.aot_module(model, compiler("fw"), bw_compiler=compiler("bw"))
     x = torch.randn(5, 7, 16).transpose(0, 1)  # non-contiguous
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -71,11 +54,11 @@ def test_random_ops_are_not_merged():
     def fn(x):
         return torch.rand_like(x) + x, torch.rand_like(x) + x
 
-    graphs, compiler = _capturing()
+    graphs, compiler = capturing_compilers()
     compiled = da.aot_function(fn, compiler("fw"))
     a, b = compiled(torch.zeros(1000))
     assert not torch.equal(a, b)
-    assert _count(graphs["fw"], aten.rand_like.default) == 2
+    assert count_calls(graphs["fw"], aten.rand_like.default) == 2
 
 
 def test_two_returned_results_stay_two_tensors():
@@ -97,12 +80,12 @@ def test_only_equal_calls_merge():
     def fn(x, y):
         return (x + 1) * (x + 1.0), (x + y) - (y + x), (x * 3) + (x * 3)
 
-    graphs, compiler = _capturing()
+    graphs, compiler = capturing_compilers()
     compiled = da.aot_function(fn, compiler("fw"))
     x, y = torch.arange(6), torch.arange(6) * 5
     for got, want in zip(compiled(x, y), fn(x, y)):
         assert got.dtype == want.dtype and torch.equal(got, want)
     gm = graphs["fw"]
-    assert _count(gm, aten.mul.Tensor) == 2  # (x + 1) * (x + 1.0), and one x * 3
-    assert _count(gm, aten.add.Tensor) == 5  # x + 1, x + 1.0, x + y, y + x, and the sum
+    assert count_calls(gm, aten.mul.Tensor) == 2  # (x + 1) * (x + 1.0), and one x * 3
+    assert count_calls(gm, aten.add.Tensor) == 5  # x + 1, x + 1.0, x + y, y + x, and the sum
     assert eliminate_common_subexpressions(gm) == 0  # nothing left to merge

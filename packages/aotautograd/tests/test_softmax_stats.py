@@ -4,6 +4,7 @@ forward saves, and the rows left alone."""
 
 import torch
 import torch.nn.functional as F
+from helpers import capturing_compilers, count_calls
 from torch import nn
 
 import danlu_aotautograd as da
@@ -12,23 +13,6 @@ from danlu_aotautograd.softmax_stats import MIN_ROW
 aten = torch.ops.aten
 
 VOCAB = MIN_ROW + 904  # an odd vocabulary past the threshold
-
-
-def _capturing():
-    graphs = {}
-
-    def compiler(name):
-        def compile_graph(gm, example_inputs):
-            graphs[name] = gm
-            return gm
-
-        return compile_graph
-
-    return graphs, compiler
-
-
-def _count(gm, target):
-    return sum(1 for n in gm.graph.nodes if n.target is target)
 
 
 def _saved_shapes(fw: torch.fx.GraphModule, num_outputs: int):
@@ -55,7 +39,7 @@ def test_cross_entropy_saves_bf16_logits_not_the_float_log_softmax():
     torch.manual_seed(torch.randint(0, 2**31 - 1, ()).item())
     model, ref = Head(), Head()
     ref.load_state_dict(model.state_dict())
-    graphs, compiler = _capturing()
+    graphs, compiler = capturing_compilers()
     compiled = da.aot_module(model, compiler("fw"), bw_compiler=compiler("bw"))
     x = torch.randn(12, 3, 32).transpose(0, 1)  # non-contiguous
     target = torch.randint(0, VOCAB, (3, 12))
@@ -67,8 +51,8 @@ def test_cross_entropy_saves_bf16_logits_not_the_float_log_softmax():
     torch.testing.assert_close(loss, loss_ref, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(model.head.weight.grad, ref.head.weight.grad, rtol=2e-2, atol=1e-5)
     fw = graphs["fw"]
-    assert _count(fw, aten._log_softmax.default) == 0
-    assert _count(fw, aten.logsumexp.default) == 1
+    assert count_calls(fw, aten._log_softmax.default) == 0
+    assert count_calls(fw, aten.logsumexp.default) == 1
     saved = _saved_shapes(fw, 1)
     assert ((36, VOCAB), torch.float32) not in saved, saved
     assert any(shape[-1] == VOCAB and dtype == torch.bfloat16 for shape, dtype in saved), saved
@@ -77,7 +61,7 @@ def test_cross_entropy_saves_bf16_logits_not_the_float_log_softmax():
 
 def _float64_case(fn, x, w):
     xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
-    graphs, compiler = _capturing()
+    graphs, compiler = capturing_compilers()
     compiled = da.aot_function(fn, compiler("fw"), bw_compiler=compiler("bw"))
     got = compiled(xc, wc)
     ref_x, ref_w = x.clone().requires_grad_(), w.clone().requires_grad_()
@@ -98,7 +82,7 @@ def test_log_softmax_and_softmax_values_and_gradients_in_float64():
     for op in (torch.log_softmax, torch.softmax):
         compiled, graphs = _float64_case(lambda a, b, op=op: (op(a * b, -1) * b).sum(-1), x, w)
         assert compiled.stats["softmax_rows_split"] == 1, op
-        assert _count(graphs["fw"], aten.logsumexp.default) == 1
+        assert count_calls(graphs["fw"], aten.logsumexp.default) == 1
 
 
 def test_rows_of_infinities_give_eagers_nans():
@@ -117,17 +101,17 @@ def test_rows_of_infinities_give_eagers_nans():
 
 def test_short_rows_and_inference_keep_the_op():
     w = torch.randn(100, requires_grad=True)
-    graphs, compiler = _capturing()
+    graphs, compiler = capturing_compilers()
     compiled = da.aot_function(
         lambda a, b: torch.log_softmax(a * b, -1).sum(), compiler("fw"), bw_compiler=compiler("bw")
     )
     compiled(torch.randn(4, 100), w).backward()
     assert compiled.stats["softmax_rows_split"] == 0
-    assert _count(graphs["fw"], aten._log_softmax.default) == 1
+    assert count_calls(graphs["fw"], aten._log_softmax.default) == 1
 
-    graphs, compiler = _capturing()
+    graphs, compiler = capturing_compilers()
     compiled = da.aot_function(lambda a: torch.log_softmax(a, -1)[:, 0], compiler("fw"))
     with torch.no_grad():
         compiled(torch.randn(4, VOCAB))
     assert compiled.stats["softmax_rows_split"] == 0
-    assert _count(graphs["fw"], aten._log_softmax.default) == 1
+    assert count_calls(graphs["fw"], aten._log_softmax.default) == 1
