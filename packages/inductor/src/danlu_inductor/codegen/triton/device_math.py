@@ -79,15 +79,6 @@ def welford_combine(mean1, m2_1, w1, mean2, m2_2, w2):
     return mean1 + delta * frac, m2_1 + m2_2 + delta * delta * w1 * frac, w
 
 
-@triton.jit
-def softmax_combine(m1, s1, m2, s2):
-    # two running (max, sum of exp(x - max)) pairs -> one; a max of -inf shifts by 0, so
-    # a pair that saw only -inf adds 0 instead of NaN
-    m = maximum(m1, m2)
-    shift = tl.where(m == float("-inf"), 0.0, m)
-    return m, s1 * tl.exp(m1 - shift) + s2 * tl.exp(m2 - shift)
-
-
 # ----------------------------------------------------- integer division with floor rules
 
 

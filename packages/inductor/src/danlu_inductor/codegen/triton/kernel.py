@@ -56,9 +56,8 @@ _SIZE_SYMBOL = re.compile(r"\bs\d+\b")
 
 
 def _finite_shift(m) -> str:
-    """What a softmax row shifts by with max ``m``: ``m``, or 0 where ``m`` is -inf (a row,
-    or a lane, that saw only -inf keeps a sum of 0 instead of NaN); ``dm.softmax_combine``
-    shifts the same way."""
+    """What a softmax row shifts by with max ``m``: ``m``, or 0 where ``m`` is -inf (a row
+    that saw only -inf keeps a sum of 0 instead of NaN)."""
     return f"tl.where({m} == float('-inf'), 0.0, {m})"
 
 
@@ -756,24 +755,24 @@ class TritonKernel:
         return finish
 
     def _softmax_looped(self, n, rtype, v: TVar, accs, pre):
-        """A running (max, sum of exp(value - max)) per lane: when a lane's max grows, its
-        sum is rescaled by exp(old max - new max). A lane that saw only -inf shifts by 0, so
-        its sum stays 0 (not NaN); the lanes' pairs combine the same way after the loop."""
+        """A running max per row and a sum of exp(value - that max) per lane: each block's
+        max is taken across the block first, so a value costs one exp, and the lanes' sums
+        are rescaled by one exp(old max - new max) a row when the max grows (a running max
+        per lane needed a second exp per value: 2 exps an element made a vocabulary's
+        log-softmax compute-bound). A row that saw only -inf shifts by 0, so its sums stay 0
+        (not NaN); a NaN or +inf makes the sums NaN, as eager's softmax is."""
         key = ("softmax", v.name)
         if key not in accs:
             dt = self._acc_dtype(rtype, v)
             tdt = TL_DTYPE[dt]
-            full = "[XBLOCK, RBLOCK]"
             m, s = self.new_name("smax"), self.new_name("ssum")
-            pre.append(f"{m} = tl.full({full}, float('-inf'), {tdt})")
-            pre.append(f"{s} = tl.zeros({full}, {tdt})")
+            pre.append(f"{m} = tl.full([XBLOCK, 1], float('-inf'), {tdt})")
+            pre.append(f"{s} = tl.zeros([XBLOCK, RBLOCK], {tdt})")
             x = self._cast(v, dt)
-            self.line(f"{m}_next = tl.where(xrmask, dm.maximum({m}, {x}), {m})")
+            self.line(f"{m}_tile = tl.where(xrmask, {x}, float('-inf'))")
+            self.line(f"{m}_next = dm.maximum({m}, tl.max({m}_tile, 1)[:, None])")
             self.line(f"{m}_shift = {_finite_shift(f'{m}_next')}")
-            self.line(
-                f"{s} = tl.where(xrmask, {s} * tl.exp({m} - {m}_shift) + "
-                f"tl.exp({x} - {m}_shift), {s})"
-            )
+            self.line(f"{s} = {s} * tl.exp({m} - {m}_shift) + tl.exp({m}_tile - {m}_shift)")
             self.line(f"{m} = {m}_next")
             accs[key] = (m, s, dt, [])
         m, s, dt, done = accs[key]
@@ -781,12 +780,12 @@ class TritonKernel:
 
         def finish():
             if not done:
-                a, b = self.new_name("rmax"), self.new_name("rsum")
-                self.line(f"{a}, {b} = tl.reduce(({m}, {s}), 1, dm.softmax_combine)")
-                done.append((a, b))
+                b = self.new_name("rsum")
+                self.line(f"{b} = tl.sum({s}, 1)[:, None]")
+                done.append((m, b))
             a, b = done[0]
             out = a if rtype == "softmax_max" else b
-            return self.emit(f"{out}[:, None]", rdt, frozenset("x"))
+            return self.emit(out, rdt, frozenset("x"))
 
         return finish
 
