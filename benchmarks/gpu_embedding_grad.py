@@ -12,19 +12,7 @@ import torch
 
 sys.path.insert(0, "packages/inductor/tests")
 import triton_cases  # noqa: E402
-
-
-def per_call_us(fn, *args, reps=20):
-    for _ in range(3):
-        fn(*args)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn(*args)
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / reps * 1000
+from cuda_timing import per_call_us  # noqa: E402
 
 
 def t5_bias_gradient(g1, g2, g3, buckets):

@@ -6,22 +6,9 @@ of one forward), microseconds a call from CUDA events, every result checked agai
 """
 
 import torch
+from cuda_timing import per_call_us
 
 import danlu
-
-
-def per_call_us(fn, *args, reps=30):
-    for _ in range(3):
-        fn(*args)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn(*args)
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / reps * 1000
-
 
 CASES = {
     "log_softmax bf16 4096x50257": (lambda x: torch.log_softmax(x, -1), (4096, 50257)),
