@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from helpers import aten_graph
 
-from danlu_inductor.lowering.row_block_partials import row_block
+from danlu_inductor.codegen.triton.heuristics import heuristic_config, persistent_rows_per_program
 from danlu_inductor.options import validate_options
 from danlu_inductor.pipeline.steps import lower, schedule
 
@@ -54,4 +54,7 @@ def test_a_column_sum_alone_keeps_the_long_chunks():
 
 
 def test_the_row_block_is_the_persistent_kernels_block():
-    assert [row_block(n) for n in (1024, 768, 512, 384, 256, 64)] == [4, 4, 8, 8, 16, 64]
+    widths = (1024, 768, 512, 384, 256, 64)
+    blocks = [persistent_rows_per_program(8192, n) for n in widths]
+    assert blocks == [4, 4, 8, 8, 16, 64]
+    assert [heuristic_config("persistent_reduction", 8192, n).XBLOCK for n in widths] == blocks

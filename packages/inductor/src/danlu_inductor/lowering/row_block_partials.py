@@ -17,16 +17,17 @@ statistics) keeps its long chunks, which read and write less when nothing shares
 
 from __future__ import annotations
 
+import math
+
 import torch
 
+from danlu_inductor.codegen.triton.heuristics import (
+    PERSISTENT_MAX_RNUMEL,
+    persistent_rows_per_program,
+)
 from danlu_inductor.ir.symbols import hint, is_static, product
 
 aten = torch.ops.aten
-
-# the row kernel's rows a program, for a row of this many elements (a power of two at most
-# 1024): the persistent reduction's heuristic block, which the fused kernel keeps fixed
-ROW_ELEMENTS_PER_PROGRAM = 4096
-PERSISTENT_MAX_ROW = 1024
 
 _ROW_REDUCTIONS = (aten.sum.dim_IntList, aten.mean.dim)
 # ops the sibling search walks through: what fuses into the kernels on both sides
@@ -42,12 +43,6 @@ _TRANSPARENT = (
 _SEARCH_DEPTH = 12
 
 
-def row_block(n_row: int) -> int:
-    """The rows a program of a persistent row kernel holds for rows of ``n_row`` elements."""
-    rb = 1 << max(0, (int(n_row) - 1).bit_length())
-    return max(1, min(64, ROW_ELEMENTS_PER_PROGRAM // rb))
-
-
 def column_sum_row_block(kept_sizes, red_sizes, node) -> int | None:
     """The chunk (rows) for the first stage of a column sum over ``red_sizes`` keeping
     ``kept_sizes``, or None where the usual split stays: sizes not static, kept values too
@@ -56,9 +51,10 @@ def column_sum_row_block(kept_sizes, red_sizes, node) -> int | None:
     if not all(is_static(s) for s in (*kept_sizes, *red_sizes)):
         return None
     n_row, rows = int(hint(product(kept_sizes))), int(hint(product(red_sizes)))
-    if n_row > PERSISTENT_MAX_ROW:
+    if n_row > PERSISTENT_MAX_RNUMEL:
         return None
-    k = row_block(n_row)
+    # the persistent row kernel's own block, which the fused kernel then keeps fixed
+    k = persistent_rows_per_program(rows, n_row)
     if k < 2 or rows % k or rows // k < 2:
         return None
     if not _row_reduction_beside(node):
@@ -79,7 +75,7 @@ def _full_size_sources(start: torch.fx.Node, numel: int) -> set:
         nxt = []
         for n in frontier:
             shape = _shape(n)
-            if shape is not None and _numel(shape) == numel:
+            if shape is not None and math.prod(shape) == numel:
                 out.add(n)
             if n.op != "call_function":
                 continue
@@ -97,13 +93,6 @@ def _full_size_sources(start: torch.fx.Node, numel: int) -> set:
     return out
 
 
-def _numel(shape) -> int:
-    out = 1
-    for s in shape:
-        out *= int(s)
-    return out
-
-
 def _row_reduction_beside(node) -> bool:
     """Does the FX graph reduce, along its last dim only, a value computed from the same
     full-size values as ``node``'s input (``node``: the column sum being lowered)?"""
@@ -113,7 +102,7 @@ def _row_reduction_beside(node) -> bool:
     shape = _shape(src)
     if shape is None or len(shape) < 2 or not all(isinstance(s, int) for s in shape):
         return False
-    numel = _numel(shape)
+    numel = math.prod(shape)
     mine = None
     for other in node.graph.nodes:
         if other is node or other.op != "call_function" or other.target not in _ROW_REDUCTIONS:

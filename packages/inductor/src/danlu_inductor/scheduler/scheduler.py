@@ -12,6 +12,7 @@ from __future__ import annotations
 import sympy
 
 from danlu_inductor.codegen.loop_order import reads_along_x
+from danlu_inductor.codegen.triton.heuristics import PERSISTENT_MAX_RNUMEL
 from danlu_inductor.ir import nodes as ir
 from danlu_inductor.ir.symbols import (
     DynamicShapeUnsupported,
@@ -366,11 +367,12 @@ class Scheduler:
             spaces = [(first.xsizes, first.rsizes)]
         for xs, rs in spaces:
             numels = (product(xs), product(rs))
-            if all(n.placement(xs, rs, numels) is not None for n in nodes):
+            places = [n.placement(xs, rs, numels) for n in nodes]
+            if None not in places:
                 break
         else:
             return None
-        row_blocks = any(n.placement(xs, rs, numels) == "xsum" for n in nodes)
+        row_blocks = "xsum" in places
         if row_blocks and not self._row_blocks_fit(xs, rs):
             return None
         if self._cycle(ga, gb):
@@ -390,8 +392,6 @@ class Scheduler:
     def _row_blocks_fit(self, xs, rs) -> bool:
         """A kernel that sums blocks of rows down the columns ("xsum") holds whole rows: a
         persistent row kernel on a GPU graph (static sizes, rows of at most 1024)."""
-        from danlu_inductor.codegen.triton.kernel import PERSISTENT_MAX_RNUMEL
-
         if not self.graph.for_gpu or not all(isinstance(s, (int, sympy.Integer)) for s in rs):
             return False
         return int(product(rs)) <= PERSISTENT_MAX_RNUMEL

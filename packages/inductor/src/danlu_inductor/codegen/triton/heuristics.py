@@ -25,6 +25,17 @@ class Config:
 
 LONG_ROW = 16384
 
+# Rows of at most this many elements are reduced whole in registers (a persistent reduction),
+# a block of rows a program holding about PERSISTENT_BLOCK_ELEMENTS values.
+PERSISTENT_MAX_RNUMEL = 1024
+PERSISTENT_BLOCK_ELEMENTS = 4096
+
+
+def persistent_rows_per_program(xnumel: int, rnumel: int) -> int:
+    """The heuristic XBLOCK of a persistent reduction: rows a program (a power of two)."""
+    rb = next_power_of_2(max(rnumel, 1))
+    return max(1, min(next_power_of_2(max(xnumel, 1)), PERSISTENT_BLOCK_ELEMENTS // rb, 64))
+
 
 def _warps(elements: int) -> int:
     return max(1, min(8, elements // 256))
@@ -42,7 +53,7 @@ def heuristic_config(kind: str, xnumel: int, rnumel: int) -> Config:
         return Config(xb, rb, _warps(xb * rb))
     if kind == "persistent_reduction":
         rb = next_power_of_2(max(rnumel, 1))
-        xb = max(1, min(next_power_of_2(max(xnumel, 1)), 4096 // rb, 64))
+        xb = persistent_rows_per_program(xnumel, rnumel)
         return Config(xb, rb, _warps(xb * rb))
     if kind == "outer_reduction":
         # consecutive lanes take consecutive x indices (the contiguous dim): 32 of them, each

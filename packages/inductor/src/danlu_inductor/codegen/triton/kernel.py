@@ -22,6 +22,7 @@ import sympy
 import torch
 
 from danlu_inductor.codegen.loop_order import memory_order, reads_along_x
+from danlu_inductor.codegen.triton.heuristics import PERSISTENT_MAX_RNUMEL
 from danlu_inductor.codegen.triton.overrides import TritonOverrides, TVar
 from danlu_inductor.codegen.triton.printer import (
     SIGNATURE_TYPE,
@@ -45,7 +46,6 @@ from danlu_inductor.ir.symbols import (
     simplify_index,
 )
 
-PERSISTENT_MAX_RNUMEL = 1024
 TILE_MIN = 16  # both sides of a 2-D pointwise tile span at least this many elements
 INT32_MAX = 2**31 - 1
 BIG_INDEX = 2**62
