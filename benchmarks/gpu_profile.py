@@ -211,8 +211,16 @@ def main():
         torch.cuda.synchronize()
         first = time.perf_counter() - t
         if b.startswith("danlu"):
-            phases = danlu.CompileStats.current().phases
+            stats = danlu.CompileStats.current()
+            phases = stats.phases
             print("danlu compile phases:", {k: round(v, 1) for k, v in phases.items()})
+            # the rest of the first call: the compiled graphs' first runs (binary loads,
+            # autotuning), and what neither counts
+            runs = stats.first_run_seconds() or 0.0
+            print(
+                f"  first runs {runs:.1f} s; outside phases and first runs "
+                f"{first - sum(phases.values()) - runs:.1f} s"
+            )
             for k in danlu.CompileStats.current().kernel_graphs:
                 compiled = k._compiled() if k._compiled is not None else None
                 report = getattr(compiled, "report", None) or {}

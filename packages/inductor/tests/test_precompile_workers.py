@@ -99,6 +99,46 @@ def test_each_config_is_a_job_and_results_keep_config_order(tmp_path):
     assert 0 < stats["build_s_max"] <= stats["build_s_sum"]
 
 
+def test_workers_build_into_the_parents_triton_cache(tmp_path, monkeypatch):
+    """Workers started before the parent chose its Triton cache folder (``cache_root`` sets
+    TRITON_CACHE_DIR on the first kernel module) still write the binaries there: each job
+    carries the folder. They wrote to Triton's default folder before, and every config was
+    compiled again by the parent at its first launch."""
+    path = tmp_path / "kernels.py"
+    path.write_text(KERNELS)
+    path = _with_meta(path, {"scale": {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}})
+    precompile.shutdown()
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # Triton's default folder, isolated
+    try:
+        pool = precompile._pool(2, None)
+        with precompile._without_main():  # the workers start now, without the variable
+            started = [pool.submit(precompile._ready) for _ in range(2)]
+        assert all(f.result(timeout=300) for f in started)
+        chosen = tmp_path / "chosen"
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(chosen))
+        jobs = [("scale", [(256, None, 2), (512, None, 4)], ["float32"] * 2, [1000])]
+        out = precompile.precompile(path, jobs, target=("cuda", 90, 32), workers=2)
+        assert all(err is None for _, err, _ in out["scale"]), out
+        built = [p.name for p in chosen.rglob("*.cubin")]
+        assert len(built) == 2, sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
+        assert not list((tmp_path / "home").rglob("*.cubin"))
+    finally:
+        precompile.shutdown()
+
+
+def test_warm_up_chooses_the_cache_folder_first(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    monkeypatch.setenv("DANLU_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    precompile.shutdown()
+    try:
+        precompile.warm_up(workers=2)
+        assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "inductor" / "triton" / "bin")
+    finally:
+        precompile.shutdown()
+
+
 def _with_meta(path, signatures):
     """The kernel file with the ``danlu_meta`` the workers read (as generated kernels have)."""
     text = path.read_text()
