@@ -50,9 +50,9 @@ def test_no_log_without_the_variable(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def _fake_kernel():
-    meta = {"kind": "pointwise", "xnumel": 1 << 20, "rnumel": 1, "params": ["a", "b"]}
-    meta.update(uses_err=False, signature={}, size_hints=[], size_args=[])
+def _fake_kernel(kind="pointwise"):
+    meta = {"kind": kind, "xnumel": 1 << 20, "rnumel": 1 if kind == "pointwise" else 512}
+    meta.update(params=["a", "b"], uses_err=False, signature={}, size_hints=[], size_args=[])
     return types.SimpleNamespace(danlu_meta=meta, src="def k(): pass", __name__="k")
 
 
@@ -69,3 +69,26 @@ def test_candidate_count_from_the_environment(monkeypatch):
     assert len(TritonLauncher(_fake_kernel(), max_autotune=True).candidates()) > 3
     monkeypatch.setenv("DANLU_TRITON_CANDIDATES", "many")
     assert len(TritonLauncher(_fake_kernel()).candidates()) == 3
+
+
+def test_candidate_count_per_kind(monkeypatch):
+    """Reductions over short rows and columns and 2-D pointwise kernels build two candidates by
+    default (a third wins them little, see DEFAULT_CANDIDATES); the variable sets all kinds."""
+    from danlu_inductor.codegen.triton.backend import TritonLauncher
+
+    monkeypatch.delenv("DANLU_TRITON_CANDIDATES", raising=False)
+    counts = {
+        k: len(TritonLauncher(_fake_kernel(k)).candidates())
+        for k in ("pointwise", "reduction", "persistent_reduction", "outer_reduction")
+    }
+    assert counts == {
+        "pointwise": 3,
+        "reduction": 3,
+        "persistent_reduction": 2,
+        "outer_reduction": 2,
+    }
+    monkeypatch.setenv("DANLU_TRITON_CANDIDATES", "3")
+    persistent = TritonLauncher(_fake_kernel("persistent_reduction"))
+    assert len(persistent.candidates()) == 3
+    monkeypatch.setenv("DANLU_TRITON_CANDIDATES", "junk")
+    assert len(TritonLauncher(_fake_kernel("outer_reduction")).candidates()) == 2
