@@ -1,5 +1,6 @@
 """Column sums beside a row reduction of the same values (a norm's backward) on GPU graphs:
-split by the row kernel's block of rows and placed in it ("xsum"), unless the option is off or
+split by the row kernel's block of rows and placed in it ("xsum"), the many partials summed in
+groups before the last stage, unless the option is off or
 no row reduction shares their values. Checked on the scheduler's groups; the generated
 kernels' values are checked under the Triton interpreter (triton_cases.py's
 ``*_row_blocks`` cases)."""
@@ -36,7 +37,19 @@ def test_the_weight_gradients_first_stage_joins_the_row_kernel():
     groups = _placements(_rms_backward, inputs)
     with_block = [g for g in groups if "xsum" in g]
     assert len(with_block) == 1 and "reduction" in with_block[0], groups
-    assert len(groups) == 2, groups  # the row kernel, then the sum of the partials
+    # the row kernel, then the 512 partials (4096 rows in blocks of 8) summed in 32 groups of
+    # 16, then the groups' sums
+    assert len(groups) == 3, groups
+
+
+def test_many_partials_are_summed_in_groups_first():
+    from danlu_inductor.lowering.reductions import regroup_count
+
+    assert regroup_count([1024], 2048) == 64  # LLaMA's 8192 rows of 1024 in blocks of 4
+    assert regroup_count([384], 512) == 32  # groups of 16 partials at least
+    assert regroup_count([64], 4096) == 256
+    assert regroup_count([1024], 64) == 1  # few: one kernel sums them
+    assert regroup_count([65536], 1024) == 1  # enough columns to keep the programs busy
 
 
 def test_the_option_off_keeps_the_long_chunks():
