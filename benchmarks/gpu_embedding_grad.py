@@ -1,16 +1,18 @@
-"""The small-table embedding gradient on CUDA (run from the repository root, the packages
-installed): the two kernel cases of `packages/inductor/tests/triton_cases.py`, then T5's
+"""The small-table embedding gradient on CUDA (the packages installed): the two kernel cases of `packages/inductor/tests/triton_cases.py`, then T5's
 relative-position shape (32 table rows, 8 heads, 512 x 512 positions, three layers' gradients
 summed into it) as generated kernels against ATen's `embedding_dense_backward`.
 
     python benchmarks/gpu_embedding_grad.py
 """
 
+import os
 import sys
 
 import torch
 
-sys.path.insert(0, "packages/inductor/tests")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(_HERE, "..", "packages", "inductor", "tests"))
+sys.path.insert(0, _HERE)
 import triton_cases  # noqa: E402
 from cuda_timing import per_call_us  # noqa: E402
 
