@@ -20,6 +20,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
+from danlu_inductor.codegen.triton.cache_folder import cache_root
 from danlu_inductor.codegen.triton.heuristics import (
     Config,
     candidate_configs,
@@ -58,16 +59,6 @@ class TritonKernelArtifact:
 
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
-def cache_root() -> pathlib.Path:
-    root = os.environ.get("DANLU_CACHE_DIR")
-    base = pathlib.Path(root) if root else pathlib.Path.home() / ".cache" / "danlu"
-    path = base / "inductor" / "triton"
-    path.mkdir(parents=True, exist_ok=True)
-    # compiled binaries (Triton's own cache) next to the kernel sources, unless set
-    os.environ.setdefault("TRITON_CACHE_DIR", str(path / "bin"))
-    return path
 
 
 class TritonBackend:

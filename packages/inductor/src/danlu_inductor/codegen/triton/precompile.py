@@ -32,6 +32,8 @@ import threading
 import time
 import types
 
+from danlu_inductor.codegen.triton.cache_folder import cache_root
+
 _POOL: concurrent.futures.ProcessPoolExecutor | None = None
 _POOL_KEY = None
 _SPAWN_LOCK = threading.Lock()
@@ -163,8 +165,6 @@ def warm_up(cuda_device=None, workers=None) -> None:
     workers = workers or default_workers()
     if workers == 1 or os.environ.get("TRITON_INTERPRET", "0") == "1":
         return
-    from danlu_inductor.codegen.triton.backend import cache_root
-
     cache_root()  # TRITON_CACHE_DIR set before the workers copy the environment
     fresh = _POOL is None or _POOL_KEY != (workers, cuda_device)
     if not fresh:
