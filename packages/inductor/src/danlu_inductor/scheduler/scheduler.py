@@ -245,7 +245,7 @@ class Scheduler:
         self._preds_cache: dict[int, tuple] = {}
         for _ in range(10):
             fused_any = False
-            for a, b in self._candidate_pairs(set(self.node_group.values())):
+            for a, b in self._candidate_pairs(self._groups_in_order()):
                 ga, gb = self.node_group[a], self.node_group[b]
                 if ga is gb:
                     continue
@@ -266,6 +266,13 @@ class Scheduler:
                 break
         unique = {id(g): g for g in self.node_group.values()}
         return list(unique.values())
+
+    def _groups_in_order(self):
+        """The current groups, by their first node in the graph: the candidate pairs (and so
+        the kernels) must not depend on where the groups happen to live in memory (a set of
+        them made the same graph fuse differently from one process to the next)."""
+        unique = {id(g): g for g in self.node_group.values()}
+        return sorted(unique.values(), key=lambda g: min(n.order for n in g.nodes))
 
     def _candidate_pairs(self, groups):
         """(node a, node b) pairs from different groups, best score first."""
@@ -295,7 +302,15 @@ class Scheduler:
         order = {n.name: n.order for n in self.nodes}
         return [
             k
-            for k in sorted(scores, key=lambda k: (-scores[k], abs(order[k[0]] - order[k[1]])))
+            for k in sorted(
+                scores,
+                key=lambda k: (
+                    -scores[k],
+                    abs(order[k[0]] - order[k[1]]),
+                    order[k[0]],
+                    order[k[1]],
+                ),
+            )
             if k[0] != k[1]
         ]
 
