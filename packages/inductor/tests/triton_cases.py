@@ -166,6 +166,19 @@ CASES = {
         lambda: [torch.randn(4096, 96)],
         {"outer_reduction"},
     ),
+    # batch-norm statistics of a split reduction: each chunk's sum and squared deviations from
+    # its own mean in one kernel, the chunks combined in a second (x read once); values far
+    # from zero, where E[x^2] - E[x]^2 would lose the variance
+    "batch_norm_training_split_stats": (
+        lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+        lambda: [torch.randn(8, 64, 28, 28) * 0.5 + 30, torch.randn(64), torch.randn(64)],
+        {"persistent_reduction", "pointwise"},
+    ),
+    "split_var_mean_offset": (
+        lambda x: (*torch.var_mean(x, [0, 2, 3], correction=1), x.sum([0, 2, 3])),
+        lambda: [torch.randn(16, 32, 16, 16) * 1e-2 + 1000],
+        {"persistent_reduction"},
+    ),
     "split_bias_and_norm_grads": (
         lambda g, x: (g.sum([0, 1]), (g * x).sum([0, 1]), x.amax([0, 1])),
         lambda: [torch.randn(8, 512, 48), torch.randn(8, 512, 48)],
@@ -444,6 +457,9 @@ KERNEL_COUNTS = {
     "conv_after_channels_last_pointwise": 1,
     "split_sum_outer": 2,  # partial sums over chunks, then the sum of the partials
     "split_bias_and_norm_grads": 2,  # three reductions, fused in each stage
+    # the chunks' sums and squared deviations, their combination, the normalization
+    "batch_norm_training_split_stats": 3,
+    "split_var_mean_offset": 2,
     # the row kernel with the block sums, the partials summed in groups, the groups' sums
     "rms_norm_backward_row_blocks": 3,
     "layer_norm_backward_row_blocks": 3,

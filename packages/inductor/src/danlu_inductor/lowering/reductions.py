@@ -254,15 +254,9 @@ def _contiguous_along_kept(loads, kept_sizes, red_sizes) -> bool:
     return along_kept
 
 
-def split_first_stage(
-    inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits, chunk_major, row_block=None
-):
-    """The partial reduction over ``splits`` chunks, realized; returns the second stage's
-    ``inner`` (reading the partials) and its reduced sizes ``[splits]``. The partials are
-    ``[*kept, splits]``, or ``[splits, *kept]`` when ``chunk_major`` (the input is contiguous
-    along a kept dim: neighbouring programs then read neighbouring memory). ``row_block``:
-    the chunk is a row kernel's block of rows, which the scheduler may fuse it into."""
-    chunk = int(product(red_sizes)) // splits
+def _chunked(inner, red_sizes, chunk, chunk_major):
+    """``inner`` over the partials' index ``[split, *kept]`` (``[*kept, split]`` unless
+    ``chunk_major``) and ``[r]``, r within the split's chunk of the flattened reduced dims."""
 
     def chunked(index, rindex):
         part, kept = (index[0], index[1:]) if chunk_major else (index[-1], index[:-1])
@@ -274,7 +268,24 @@ def split_first_stage(
         rdims.append(rest)
         return inner(kept, rdims[::-1])
 
-    sizes = [splits, *kept_sizes] if chunk_major else [*kept_sizes, splits]
+    return chunked
+
+
+def _partial_sizes(kept_sizes, splits, chunk_major):
+    return [splits, *kept_sizes] if chunk_major else [*kept_sizes, splits]
+
+
+def split_first_stage(
+    inner, kept_sizes, red_sizes, reduction_type, src_dtype, splits, chunk_major, row_block=None
+):
+    """The partial reduction over ``splits`` chunks, realized; returns the second stage's
+    ``inner`` (reading the partials) and its reduced sizes ``[splits]``. The partials are
+    ``[*kept, splits]``, or ``[splits, *kept]`` when ``chunk_major`` (the input is contiguous
+    along a kept dim: neighbouring programs then read neighbouring memory). ``row_block``:
+    the chunk is a row kernel's block of rows, which the scheduler may fuse it into."""
+    chunk = int(product(red_sizes)) // splits
+    chunked = _chunked(inner, red_sizes, chunk, chunk_major)
+    sizes = _partial_sizes(kept_sizes, splits, chunk_major)
     partial = Reduction(src_dtype, sizes, [chunk], reduction_type, chunked, src_dtype)
     partial.row_block = row_block
     box = StorageBox(partial)
@@ -414,6 +425,10 @@ def welford(x, dims, keepdim):
     # a long reduction with few outputs (batch-norm statistics: 256 channels of 200704 values)
     # runs as split sums on the GPU, where one Welford pass would keep only a few programs busy
     split = _splits(kept, [size[d] for d in dims], "sum") > 1
+    if split:
+        stats = split_welford(x, dims, keepdim, c)
+        if stats is not None:
+            return stats
     limit = TWO_PASS_MAX if current_graph().for_gpu else TWO_PASS_MAX_CPU
     if hint(n) <= limit or split:
         from danlu_inductor.lowering.views import squeeze
@@ -429,6 +444,55 @@ def welford(x, dims, keepdim):
         return (mean_k if keepdim else squeeze(mean_k, dims)), m2, n
     mean_ = reduce(x, dims, "welford_mean", c, c, keepdim)
     m2 = reduce(x, dims, "welford_m2", c, c, keepdim)
+    return mean_, m2, n
+
+
+def split_welford(x, dims, keepdim, c):
+    """(mean, m2, count) of a reduction a GPU graph splits (batch-norm statistics: 64 channels
+    of 802816 values), reading ``x`` once: each chunk's sum and its sum of squared deviations
+    from its own mean in one kernel (a chunk is a row of at most a few thousand values, still
+    in registers or cache for the second pass), then the chunks combined in a second kernel,
+    m2 = sum of the chunks' m2 + chunk * (chunk mean - mean)^2 (exact, and as accurate as two
+    passes over the whole). Two split sums read ``x`` twice in four kernels. None where the
+    reduction is not split."""
+    inner, kept_sizes, red_sizes = reduction_body(x, dims, c)
+    splits, chunk_major = split_count(inner, kept_sizes, red_sizes, "sum")
+    if splits <= 1:
+        return None
+    n = int(product(red_sizes))
+    chunk = n // splits
+    chunked = _chunked(inner, red_sizes, chunk, chunk_major)
+    sizes = _partial_sizes(kept_sizes, splits, chunk_major)
+    sums = realized(Reduction(c, sizes, [chunk], "sum", chunked, c))
+    load_sum = sums.make_loader()
+
+    def chunk_mean(index):
+        return ops.truediv(load_sum(index), ops.constant(float(chunk), c))
+
+    def sq_dev(index, rindex):
+        d = ops.sub(chunked(index, rindex), chunk_mean(index))
+        return ops.mul(d, d)
+
+    load_m2 = realized(Reduction(c, sizes, [chunk], "sum", sq_dev, c)).make_loader()
+
+    def part(index, r):
+        return [r, *index] if chunk_major else [*index, r]
+
+    def total_inner(index, rindex):
+        return load_sum(part(index, rindex[0]))
+
+    total = realized(Reduction(c, kept_sizes, [splits], "sum", total_inner, c))
+    load_total = total.make_loader()
+
+    def combine(index, rindex):
+        p = part(index, rindex[0])
+        d = ops.sub(chunk_mean(p), ops.truediv(load_total(index), ops.constant(float(n), c)))
+        return ops.add(load_m2(p), ops.mul(ops.constant(float(chunk), c), ops.mul(d, d)))
+
+    m2 = realized(Reduction(c, kept_sizes, [splits], "sum", combine, c))
+    mean_ = make_pointwise([total], lambda v: ops.truediv(v, ops.constant(float(n), c)), c, c)
+    if keepdim:
+        return keep_dims(mean_, dims), keep_dims(m2, dims), n
     return mean_, m2, n
 
 
