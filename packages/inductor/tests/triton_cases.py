@@ -179,6 +179,12 @@ CASES = {
         lambda: [torch.randn(16, 32, 16, 16) * 1e-2 + 1000],
         {"persistent_reduction"},
     ),
+    # scalar bookkeeping (batch norms' step counters) shares no buffer: one kernel for all
+    "tiny_counters": (
+        lambda a, b, c, x: (a + 1, b + 1, c * 2, x.relu()),
+        lambda: [torch.tensor(3), torch.tensor(5), torch.tensor(7), torch.randn(64, 64)],
+        {"pointwise"},
+    ),
     "split_bias_and_norm_grads": (
         lambda g, x: (g.sum([0, 1]), (g * x).sum([0, 1]), x.amax([0, 1])),
         lambda: [torch.randn(8, 512, 48), torch.randn(8, 512, 48)],
@@ -460,6 +466,7 @@ KERNEL_COUNTS = {
     # the chunks' sums and squared deviations, their combination, the normalization
     "batch_norm_training_split_stats": 3,
     "split_var_mean_offset": 2,
+    "tiny_counters": 2,  # the three counters, the relu
     # the row kernel with the block sums, the partials summed in groups, the groups' sums
     "rms_norm_backward_row_blocks": 3,
     "layer_norm_backward_row_blocks": 3,

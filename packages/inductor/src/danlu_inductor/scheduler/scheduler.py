@@ -138,6 +138,25 @@ def _score_nearby_pairs(scores: dict, nodes: list, weight: int) -> None:
             scores[key] = scores.get(key, 0) + weight
 
 
+# Pointwise kernels of at most this many elements are launch cost only.
+TINY_NUMEL = 64
+
+
+def _tiny_alike(groups) -> dict:
+    """Tiny pointwise nodes by shape. They share no buffer, so nothing pairs them, yet one
+    kernel can do them all: the batch norms' step counters (ResNet-50's training forward adds
+    1 to 53 of them, a launch each)."""
+    out: dict[tuple, list] = {}
+    for g in groups:
+        if g.is_extern or g.has_reduction:
+            continue
+        for n in g.nodes:
+            if all(isinstance(s, (int, sympy.Integer)) for s in n.ranges):
+                if int(product(n.ranges)) <= TINY_NUMEL:
+                    out.setdefault(tuple(int(s) for s in n.ranges), []).append(n)
+    return {k: v for k, v in out.items() if len(v) > 1}
+
+
 class ExternGroup:
     def __init__(self, node):
         self.nodes = [node]
@@ -299,6 +318,8 @@ class Scheduler:
             _score_nearby_pairs(scores, rs, size)
         for members in siblings.values():
             _score_nearby_pairs(scores, list(members.values()), 1)
+        for members in _tiny_alike(groups).values():
+            _score_nearby_pairs(scores, members, 1)
         order = {n.name: n.order for n in self.nodes}
         return [
             k
