@@ -159,11 +159,17 @@ def _splits(kept_sizes, red_sizes, reduction_type) -> int:
     outputs, extent = int(product(kept_sizes)), int(product(red_sizes))
     if outputs > SPLIT_MAX_OUTPUTS or extent < SPLIT_MIN_EXTENT:
         return 1
+    return _halvings(extent, SPLIT_CHUNK_MIN, outputs)
+
+
+def _halvings(extent: int, min_chunk: int, outputs: int) -> int:
+    """The most chunks, a power of two dividing ``extent`` (chunks stay whole: no ragged
+    masks), each at least ``min_chunk`` long, ``outputs`` x chunks partials at most
+    SPLIT_TARGET_PARTIALS."""
     splits = 1
-    # powers of two that divide the extent: chunks stay whole (no ragged masks)
     while (
         extent % (splits * 2) == 0
-        and extent // (splits * 2) >= SPLIT_CHUNK_MIN
+        and extent // (splits * 2) >= min_chunk
         and outputs * splits * 2 <= SPLIT_TARGET_PARTIALS
     ):
         splits *= 2
@@ -183,15 +189,7 @@ def regroup_count(kept_sizes, partials: int) -> int:
     last stage: a power of two dividing them, 1 where they are few."""
     if partials < REGROUP_MIN_PARTIALS:
         return 1
-    outputs = int(product(kept_sizes))
-    groups = 1
-    while (
-        partials % (groups * 2) == 0
-        and partials // (groups * 2) >= REGROUP_MIN_GROUP
-        and outputs * groups * 2 <= SPLIT_TARGET_PARTIALS
-    ):
-        groups *= 2
-    return groups
+    return _halvings(partials, REGROUP_MIN_GROUP, int(product(kept_sizes)))
 
 
 # A row reduction (one reduced dim, read along memory: a layer norm's or a softmax's rows)
