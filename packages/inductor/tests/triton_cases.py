@@ -174,6 +174,16 @@ CASES = {
         lambda: [torch.randn(8, 64, 28, 28) * 0.5 + 30, torch.randn(64), torch.randn(64)],
         {"persistent_reduction", "pointwise"},
     ),
+    # the same over a channels-last input: the chunks' partials laid out chunk-major
+    "batch_norm_training_split_stats_channels_last": (
+        lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+        lambda: [
+            (torch.randn(8, 64, 28, 28) * 0.5 - 20).to(memory_format=torch.channels_last),
+            torch.randn(64),
+            torch.randn(64),
+        ],
+        {"outer_reduction", "pointwise"},
+    ),
     "split_var_mean_offset": (
         lambda x: (*torch.var_mean(x, [0, 2, 3], correction=1), x.sum([0, 2, 3])),
         lambda: [torch.randn(16, 32, 16, 16) * 1e-2 + 1000],
@@ -465,6 +475,7 @@ KERNEL_COUNTS = {
     "split_bias_and_norm_grads": 2,  # three reductions, fused in each stage
     # the chunks' sums and squared deviations, their combination, the normalization
     "batch_norm_training_split_stats": 3,
+    "batch_norm_training_split_stats_channels_last": 3,
     "split_var_mean_offset": 2,
     "tiny_counters": 2,  # the three counters, the relu
     # the row kernel with the block sums, the partials summed in groups, the groups' sums
