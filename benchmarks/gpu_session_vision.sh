@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One device call (600 s) of profiles for what the eighth session changed without a GPU and
+# for the models still below 0.9 of torch.compile: LLaMA training with and without the row
+# blocks (their partials now summed in groups; the first call now without a second, serial
+# compile of every kernel when TRITON_CACHE_DIR is unset, so this script leaves it unset),
+# then ResNet-50 training (split batch-norm statistics in one read, fused step counters) and
+# ViT training, danlu beside torch.compile.
+#
+#   OUT=/some/dir bash benchmarks/gpu_session_vision.sh
+#
+# Writes $OUT/log.txt and one profile_<model>_train.md per model (at most 8 files). LIMIT
+# (default 580 s) bounds the call; each profile gets what is left when it starts.
+set -u
+cd "$(dirname "$0")/.."
+source benchmarks/device_common.sh
+[ -n "${SUITE_SKIP_INSTALL:-}" ] || install_packages
+OUT=${OUT:-/tmp/danlu-session-vision}
+mkdir -p "$OUT"
+unset TRITON_CACHE_DIR
+export DANLU_CACHE_DIR=/tmp/dsv-cache
+rm -rf /tmp/dsv-cache
+profile() {  # model, backends, [danlu options]
+  local model=$1 backends=$2 opts=${3:-'{}'} budget
+  budget=$(( $(left) - 10 ))
+  [ "$budget" -gt 60 ] || { echo "$model: no time left" | tee -a "$OUT/log.txt"; return; }
+  timeout "$budget" python3 benchmarks/gpu_profile.py --model "$model" --mode train \
+    --backends "$backends" --danlu-options "$opts" --iters 5 --out /tmp/dsv-p \
+    > "/tmp/dsv-$model.txt" 2>&1
+  echo "== $model rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
+  grep -E "^== |compile phases|first runs|precompiled" "/tmp/dsv-$model.txt" | tee -a "$OUT/log.txt"
+  cp "/tmp/dsv-p/profile_${model}_train.md" "$OUT/" 2>/dev/null
+}
+profile llama danlu,danlu-opt,torch '{"row_block_partials": false}'
+profile resnet50 danlu,torch
+profile vit_base_patch16_224 danlu,torch
+tail -30 "$OUT"/profile_*_train.md 2>/dev/null | grep -E "^\||^==>" | head -60
