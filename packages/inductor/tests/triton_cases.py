@@ -452,12 +452,13 @@ def _reference(fn, inputs):
     return [r.to(e.dtype) for r, e in zip(ref, eager)]
 
 
-def _compile(fn, inputs):
+def _compile(fn, inputs, name=None):
     from helpers import aten_graph
 
     from danlu_inductor.pipeline.triton import compile_fx_triton
 
-    return _all_triton(compile_fx_triton(aten_graph(fn, *inputs), list(inputs)))
+    options = CASE_OPTIONS.get(name)
+    return _all_triton(compile_fx_triton(aten_graph(fn, *inputs), list(inputs), options))
 
 
 def _all_triton(c):
@@ -465,6 +466,33 @@ def _all_triton(c):
     assert c.report.get("backend") == "triton", c.report
     assert not c.report.get("triton_fallbacks"), c.report["triton_fallbacks"]
     return c
+
+
+def _weight_casts(x, w1, b1, w2, b2, steps):
+    bf16 = torch.bfloat16
+    # (the weight scaled, not rounded, for the matmul: the interpreter's bf16 rounding is
+    # not the GPU's, which an fp32 product would show)
+    h = x @ (w1 * 2).t()
+    return h, b1.to(bf16), w2.to(bf16), b2 * 3, steps + 1
+
+
+CASES["grouped_input_kernels"] = (
+    # a mixed-precision layer's casts of its weights and biases (and a step counter): one
+    # grouped kernel (codegen/triton/grouped.py) instead of one kernel each
+    _weight_casts,
+    lambda: [
+        torch.randn(64, 96),
+        torch.randn(130, 96),
+        torch.randn(130),
+        torch.randn(70, 2000),
+        torch.randn(2000),
+        torch.tensor(3),
+    ],
+    {"pointwise"},
+)
+
+# danlu_inductor options a case compiles with
+CASE_OPTIONS = {"grouped_input_kernels": {"group_input_kernels": True}}
 
 
 # cases whose kernel count says a layout decision worked: the pointwise result is stored
@@ -478,6 +506,8 @@ KERNEL_COUNTS = {
     "batch_norm_training_split_stats_channels_last": 3,
     "split_var_mean_offset": 2,
     "tiny_counters": 2,  # the three counters, the relu
+    # the scaled weight, the casts, the scaled bias and the counter: one grouped kernel
+    "grouped_input_kernels": 1,
     # the row kernel with the block sums, the partials summed in groups, the groups' sums
     "rms_norm_backward_row_blocks": 3,
     "layer_norm_backward_row_blocks": 3,
@@ -513,7 +543,7 @@ FULL_SIZE_BUFFERS = {"loss_grad_shared_cheap_value": ("[64, 1000]", 1)}
 def run_interpret(name):
     fn, make, kinds = CASES[name]
     inputs = make()
-    c = _compile(fn, inputs)
+    c = _compile(fn, inputs, name)
     got = c(*[a.clone() for a in inputs])
     got = got if isinstance(got, (tuple, list)) else (got,)
     ref = _reference(fn, inputs)
@@ -560,7 +590,7 @@ def run_aot(name):
     from danlu_inductor.codegen.triton.backend import aot_compile
 
     fn, make, _ = CASES[name]
-    c = _compile(fn, make())
+    c = _compile(fn, make(), name)
     out = []
     for art in c.artifacts:
         compiled = aot_compile(art, c.launchers[art.name])
@@ -575,7 +605,7 @@ def run_cuda(name, bench):
     fn, make, kinds = CASES[name]
     cpu_inputs = make()
     inputs = [a.cuda() for a in cpu_inputs]
-    c = _compile(fn, inputs)
+    c = _compile(fn, inputs, name)
     got = c(*[a.clone() for a in inputs])
     got = got if isinstance(got, (tuple, list)) else (got,)
     ref = _reference(fn, inputs)

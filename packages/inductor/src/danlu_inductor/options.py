@@ -41,6 +41,9 @@ OPTIONS = {
     "row_block_partials": "bool: a column sum beside a row reduction of the same values (a "
     "norm's weight gradient) takes its first stage in the row kernel, each program summing "
     "its block of rows (GPU graphs; on by default)",
+    "group_input_kernels": "bool: pointwise kernels that read only graph inputs (a mixed-"
+    "precision step's weight and bias casts) launch as one grouped kernel (GPU graphs; off "
+    "by default until measured on a GPU)",
     "verify_ir": "bool: check the loop IR's well-formedness (indices within their buffers, "
     "reads after writes, consistent dtypes; ir/verify.py) before code generation; off by "
     "default, on for every compile when the environment sets DANLU_VERIFY_IR=1",
@@ -54,6 +57,7 @@ class CompileOptions:
     autotune: bool = True
     pad_matmuls: bool = True
     row_block_partials: bool = True
+    group_input_kernels: bool = False
     verify_ir: bool = False
     mode: str | None = None
 
@@ -80,6 +84,7 @@ def validate_options(options) -> CompileOptions:
         "autotune": True,
         "pad_matmuls": True,
         "row_block_partials": True,
+        "group_input_kernels": False,
     }
     settings.update(MODES[mode])
     for key in (
@@ -88,6 +93,7 @@ def validate_options(options) -> CompileOptions:
         "autotune",
         "pad_matmuls",
         "row_block_partials",
+        "group_input_kernels",
         "verify_ir",
     ):
         if key in options:

@@ -27,6 +27,10 @@ from danlu_inductor.ir.symbols import (
 )
 
 SCRATCH_MAX_ELEMENTS = 16384
+# grouped kernels (codegen/triton/grouped.py): at most this many members, and this many bytes
+# of results allocated ahead of their own places
+GROUPED_MAX_KERNELS = 128
+GROUPED_MAX_BYTES = 64 << 20
 
 
 # Library matmuls and their out= variants. Their outputs are always row-major (no layout
@@ -83,6 +87,7 @@ class WrapperCodegen:
         kernel_prefix="",
         defer_index_checks=False,
         descriptive_names=False,
+        group_input_kernels=False,
     ):
         self.kernel_prefix = kernel_prefix
         # GPU kernels are named after what they compute (``danlu_red_native_layer_norm_12``)
@@ -93,6 +98,8 @@ class WrapperCodegen:
         self.backend = kernel_backend  # makes kernels for fusion groups
         self.pass_tensors = getattr(kernel_backend, "call_convention", "pointers") == "tensors"
         self.defer_index_checks = defer_index_checks
+        # pointwise kernels of graph inputs alone launched as one grouped kernel (Triton)
+        self.group_input_kernels = group_input_kernels and self.pass_tensors
         self.uses_err = False
         self.kernel_origins: dict[str, list[str]] = {}
         self.artifacts: dict[str, object] = {}
@@ -264,8 +271,11 @@ class WrapperCodegen:
                 keys.append(self._key(grp.nodes[0].node))
             future_keys.append(keys)
 
+        done: set[int] = set()  # groups already launched inside a grouped kernel
         for i, grp in enumerate(self.sched.groups):
-            if grp.is_extern:
+            if i in done:
+                pass
+            elif grp.is_extern:
                 node = grp.nodes[0].node
                 if self._writes_into_buffer(node):
                     self._allocate_buffer(node, pool, body)
@@ -274,41 +284,14 @@ class WrapperCodegen:
                         self.workspace.escapes(node.input_buffers())
                 self._extern_call(node, body)
             else:
-                local = self._local_buffers(grp)
-                origins = []
-                for n in grp.nodes:
-                    for o in n.node.origins:
-                        if o not in origins:
-                            origins.append(o)
-                kernel_name = self._kernel_name(grp, origins)
-                self.kernel_origins[kernel_name] = origins
-                kernel = self.backend.make_kernel(grp, kernel_name, self._dtypes(), local)
-                self.artifacts[kernel_name] = kernel
-                self.kernel_names.append(kernel_name)
-                self.kernel_sources.append(kernel.source)
-                self.kernel_nargs[kernel_name] = len(kernel.params) + int(kernel.uses_err)
-                body.append(f"# {kernel_name}: {grp.describe()}")
-                body.append(f"#   from FX nodes: {', '.join(origins)}")
-                stored = [n for n in grp.nodes if n.name not in local]
-                for n in stored:
-                    self._allocate(n, grp, i, pool, freed, body, future_keys)
-                suffix = "" if self.pass_tensors else ".data_ptr()"
-                ptrs = [f"{p}{suffix}" for p in kernel.params]
-                if kernel.uses_err:
-                    self.uses_err = True
-                    if not self.defer_index_checks:
-                        body.append("_err.zero_()")
-                    ptrs.append(f"_err{suffix}")
-                size_args = list(getattr(kernel, "size_args", ()))
-                bound = {s.name for s in self.graph.size_sources}
-                for a in size_args:
-                    if a not in bound:
-                        raise DynamicShapeUnsupported(f"{kernel_name}: size {a} is not bound")
-                ptrs += size_args
-                self.kernel_nsizes[kernel_name] = len(size_args)
-                body.append(f"{kernel_name}({', '.join(ptrs)})")
-                if kernel.uses_err and not self.defer_index_checks:
-                    body.append(f"if _err.item(): raise_index_error('{kernel_name}')")
+                batch = self._input_batch(i, done) if self.group_input_kernels else [i]
+                if len(batch) > 1:
+                    self._emit_grouped(batch, i, pool, freed, body, future_keys)
+                    done.update(batch[1:])
+                    for j in batch[1:]:  # allocated here: no later group needs their layouts
+                        future_keys[j] = []
+                else:
+                    self._emit_kernel(grp, i, pool, freed, body, future_keys)
             # frees
             for name, last in self.last_use.items():
                 if last != i or name in freed or name in self.output_names:
@@ -338,6 +321,123 @@ class WrapperCodegen:
             self.workspace.escapes(self.output_names)
             body, self.kept_buffers = self.workspace.apply(body)
         return self._module(body)
+
+    def _emit_kernel(self, grp, i, pool, freed, body, future_keys, kernel=None):
+        """Allocate the group's stored buffers and launch its kernel (made here unless given)."""
+        local = self._local_buffers(grp)
+        origins = self._origins(grp)
+        if kernel is None:
+            kernel_name = self._kernel_name(grp, origins)
+            kernel = self.backend.make_kernel(grp, kernel_name, self._dtypes(), local)
+        self._register_kernel(kernel, origins)
+        body.append(f"# {kernel.name}: {grp.describe()}")
+        body.append(f"#   from FX nodes: {', '.join(origins)}")
+        for n in grp.nodes:
+            if n.name not in local:
+                self._allocate(n, grp, i, pool, freed, body, future_keys)
+        self._launch(kernel, body)
+
+    def _origins(self, grp) -> list:
+        origins = []
+        for n in grp.nodes:
+            for o in n.node.origins:
+                if o not in origins:
+                    origins.append(o)
+        return origins
+
+    def _register_kernel(self, kernel, origins):
+        self.kernel_origins[kernel.name] = origins
+        self.artifacts[kernel.name] = kernel
+        self.kernel_names.append(kernel.name)
+        self.kernel_sources.append(kernel.source)
+        self.kernel_nargs[kernel.name] = len(kernel.params) + int(kernel.uses_err)
+
+    def _launch(self, kernel, body):
+        kernel_name = kernel.name
+        suffix = "" if self.pass_tensors else ".data_ptr()"
+        ptrs = [f"{p}{suffix}" for p in kernel.params]
+        if kernel.uses_err:
+            self.uses_err = True
+            if not self.defer_index_checks:
+                body.append("_err.zero_()")
+            ptrs.append(f"_err{suffix}")
+        size_args = list(getattr(kernel, "size_args", ()))
+        bound = {s.name for s in self.graph.size_sources}
+        for a in size_args:
+            if a not in bound:
+                raise DynamicShapeUnsupported(f"{kernel_name}: size {a} is not bound")
+        ptrs += size_args
+        self.kernel_nsizes[kernel_name] = len(size_args)
+        body.append(f"{kernel_name}({', '.join(ptrs)})")
+        if kernel.uses_err and not self.defer_index_checks:
+            body.append(f"if _err.item(): raise_index_error('{kernel_name}')")
+
+    # ------------------------------------------------------------------ grouped kernels
+    def _reads_only_inputs(self, grp) -> bool:
+        """A single-node pointwise group computed from graph inputs and constants alone, of
+        static size (a weight's or bias's cast): it may run anywhere before its readers."""
+        if grp.is_extern or grp.has_reduction or len(grp.nodes) != 1:
+            return False
+        n = grp.nodes[0]
+        sources = set(self.graph.graph_inputs) | set(self.graph.constants)
+        if not n.read_names or not n.read_names <= sources:
+            return False
+        if n.deps:  # it reads an input after a call that writes into it: it stays after
+            return False
+        if n.name not in self.output_names and not n.users:
+            return False
+        return all(is_static(s) for s in n.ranges) and not self._local_buffers(grp)
+
+    def _input_batch(self, i, done) -> list[int]:
+        """Group ``i`` and the later groups like it (``_reads_only_inputs``), up to
+        GROUPED_MAX_BYTES of results: launched together at ``i``. Their results are allocated
+        here, earlier than their own places, so the bytes are bounded."""
+        groups = self.sched.groups
+        if not self._reads_only_inputs(groups[i]):
+            return [i]
+        batch, nbytes = [], 0
+        for j in range(i, len(groups)):
+            if j in done or not self._reads_only_inputs(groups[j]):
+                continue
+            size = self._stored_bytes(groups[j])
+            if batch and (nbytes + size > GROUPED_MAX_BYTES or len(batch) >= GROUPED_MAX_KERNELS):
+                break
+            batch.append(j)
+            nbytes += size
+        return batch
+
+    def _stored_bytes(self, grp) -> int:
+        buf = grp.nodes[0].node
+        return int(product(buf.get_size())) * buf.get_dtype().itemsize
+
+    def _emit_grouped(self, batch, i, pool, freed, body, future_keys):
+        """Launch the groups of ``batch`` at ``i``: one grouped kernel for those whose kernels
+        fit it (grouped.py), the others one by one."""
+        from danlu_inductor.codegen.triton.grouped import compose
+
+        groups = [self.sched.groups[j] for j in batch]
+        base = f"{self.kernel_prefix}danlu_grouped_{len(self.kernel_names)}"
+        kernels = [
+            self.backend.make_kernel(g, f"{base}_m{k}", self._dtypes(), set())
+            for k, g in enumerate(groups)
+        ]
+        fits = [k for k, art in enumerate(kernels) if compose(art.name, [art]) is not None]
+        combo = compose(base, [kernels[k] for k in fits]) if len(fits) > 1 else None
+        if combo is None:
+            fits = []
+        for k, g in enumerate(groups):
+            if k not in fits:
+                self._emit_kernel(g, i, pool, freed, body, future_keys)
+        if combo is None:
+            return
+        origins = [o for k in fits for o in self._origins(groups[k])]
+        self._register_kernel(combo, origins)
+        body.append(f"# {combo.name}: {len(fits)} pointwise kernels of graph inputs, grouped")
+        for k in fits:
+            body.append(f"#   {groups[k].describe()}")
+            for n in groups[k].nodes:
+                self._allocate(n, groups[k], i, pool, freed, body, future_keys)
+        self._launch(combo, body)
 
     def _dtypes(self):
         out = {}

@@ -124,7 +124,12 @@ def compile_triton(gm, example_inputs, device: torch.device, opts) -> CompiledGr
         build_stats: dict = {}  # what this round's kernel builds took (the graph report)
         try:
             wrapper = generate_wrapper(
-                graph, scheduler, backend, defer_index_checks=defer, descriptive_names=True
+                graph,
+                scheduler,
+                backend,
+                defer_index_checks=defer,
+                descriptive_names=True,
+                group_input_kernels=opts.group_input_kernels,
             )
             t2 = time.perf_counter()
             fns, path, module_source = backend.build(wrapper.kernel_names, wrapper.kernel_sources)

@@ -256,6 +256,8 @@ class TritonLauncher:
         self.params = meta["params"]
         self.uses_err = meta["uses_err"]
         self.xblock = meta.get("xblock")  # rows a program, where the kernel fixes them
+        # a grouped kernel (grouped.py): its members' sizes, each taking whole blocks
+        self.combo_numels = meta.get("combo_numels")
         self.signature = meta["signature"]
         self.size_hints = meta.get("size_hints", [])
         self.nsizes = len(meta.get("size_args", []))
@@ -304,6 +306,8 @@ class TritonLauncher:
     def grid(self, cfg: Config, xnumel=None, rnumel=None):
         xnumel = self.xnumel if xnumel is None else xnumel
         rnumel = self.rnumel if rnumel is None else rnumel
+        if self.combo_numels:
+            return (sum((n + cfg.XBLOCK - 1) // cfg.XBLOCK for n in self.combo_numels),)
         xg = (xnumel + cfg.XBLOCK - 1) // cfg.XBLOCK
         if self.kind == "pointwise_2d":
             return (xg, (rnumel + cfg.RBLOCK - 1) // cfg.RBLOCK)
