@@ -3,8 +3,9 @@
 # for the models still below 0.9 of torch.compile: LLaMA training with and without the row
 # blocks (their partials now summed in groups; the first call now without a second, serial
 # compile of every kernel when TRITON_CACHE_DIR is unset, so this script leaves it unset),
-# then ResNet-50 training (split batch-norm statistics in one read, fused step counters) and
-# ViT training, danlu beside torch.compile.
+# then ResNet-50 and ViT training (split batch-norm statistics in one read, fused step
+# counters), each with and without the grouped kernels of graph inputs (option
+# group_input_kernels, off by default), beside torch.compile.
 #
 #   OUT=/some/dir bash benchmarks/gpu_session_vision.sh
 #
@@ -31,6 +32,6 @@ profile() {  # model, backends, [danlu options]
   cp "/tmp/dsv-p/profile_${model}_train.md" "$OUT/" 2>/dev/null
 }
 profile llama danlu,danlu-opt,torch '{"row_block_partials": false}'
-profile resnet50 danlu,torch
-profile vit_base_patch16_224 danlu,torch
+profile resnet50 danlu,danlu-opt,torch '{"group_input_kernels": true}'
+profile vit_base_patch16_224 danlu,danlu-opt,torch '{"group_input_kernels": true}'
 tail -30 "$OUT"/profile_*_train.md 2>/dev/null | grep -E "^\||^==>" | head -60
