@@ -30,7 +30,7 @@ SCRATCH_MAX_ELEMENTS = 16384
 # grouped kernels (codegen/triton/grouped.py): at most this many members, and this many bytes
 # of results allocated ahead of their own places
 GROUPED_MAX_KERNELS = 128
-GROUPED_MAX_BYTES = 64 << 20
+GROUPED_MAX_BYTES = 32 << 20
 
 
 # Library matmuls and their out= variants. Their outputs are always row-major (no layout
