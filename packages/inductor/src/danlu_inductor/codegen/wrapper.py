@@ -272,6 +272,12 @@ class WrapperCodegen:
             future_keys.append(keys)
 
         done: set[int] = set()  # groups already launched inside a grouped kernel
+        # the groups a grouped kernel may take (decided once: each batch looks ahead)
+        self.input_only = (
+            {i for i, g in enumerate(self.sched.groups) if self._reads_only_inputs(g)}
+            if self.group_input_kernels
+            else set()
+        )
         for i, grp in enumerate(self.sched.groups):
             if i in done:
                 pass
@@ -284,7 +290,7 @@ class WrapperCodegen:
                         self.workspace.escapes(node.input_buffers())
                 self._extern_call(node, body)
             else:
-                batch = self._input_batch(i, done) if self.group_input_kernels else [i]
+                batch = self._input_batch(i, done) if i in self.input_only else [i]
                 if len(batch) > 1:
                     self._emit_grouped(batch, i, pool, freed, body, future_keys)
                     done.update(batch[1:])
@@ -322,13 +328,12 @@ class WrapperCodegen:
             body, self.kept_buffers = self.workspace.apply(body)
         return self._module(body)
 
-    def _emit_kernel(self, grp, i, pool, freed, body, future_keys, kernel=None):
-        """Allocate the group's stored buffers and launch its kernel (made here unless given)."""
+    def _emit_kernel(self, grp, i, pool, freed, body, future_keys):
+        """Make the group's kernel, allocate its stored buffers and launch it."""
         local = self._local_buffers(grp)
         origins = self._origins(grp)
-        if kernel is None:
-            kernel_name = self._kernel_name(grp, origins)
-            kernel = self.backend.make_kernel(grp, kernel_name, self._dtypes(), local)
+        kernel_name = self._kernel_name(grp, origins)
+        kernel = self.backend.make_kernel(grp, kernel_name, self._dtypes(), local)
         self._register_kernel(kernel, origins)
         body.append(f"# {kernel.name}: {grp.describe()}")
         body.append(f"#   from FX nodes: {', '.join(origins)}")
@@ -379,8 +384,9 @@ class WrapperCodegen:
         if grp.is_extern or grp.has_reduction or len(grp.nodes) != 1:
             return False
         n = grp.nodes[0]
-        sources = set(self.graph.graph_inputs) | set(self.graph.constants)
-        if not n.read_names or not n.read_names <= sources:
+        if not n.read_names or any(
+            r not in self.graph.graph_inputs and r not in self.graph.constants for r in n.read_names
+        ):
             return False
         if n.deps:  # it reads an input after a call that writes into it: it stays after
             return False
@@ -389,17 +395,14 @@ class WrapperCodegen:
         return all(is_static(s) for s in n.ranges) and not self._local_buffers(grp)
 
     def _input_batch(self, i, done) -> list[int]:
-        """Group ``i`` and the later groups like it (``_reads_only_inputs``), up to
+        """Group ``i`` and the later groups like it (``self.input_only``), up to
         GROUPED_MAX_BYTES of results: launched together at ``i``. Their results are allocated
         here, earlier than their own places, so the bytes are bounded."""
-        groups = self.sched.groups
-        if not self._reads_only_inputs(groups[i]):
-            return [i]
         batch, nbytes = [], 0
-        for j in range(i, len(groups)):
-            if j in done or not self._reads_only_inputs(groups[j]):
+        for j in sorted(self.input_only - done):
+            if j < i:
                 continue
-            size = self._stored_bytes(groups[j])
+            size = self._stored_bytes(self.sched.groups[j])
             if batch and (nbytes + size > GROUPED_MAX_BYTES or len(batch) >= GROUPED_MAX_KERNELS):
                 break
             batch.append(j)

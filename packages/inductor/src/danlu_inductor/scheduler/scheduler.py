@@ -19,6 +19,7 @@ from danlu_inductor.ir.symbols import (
     affine_on_loop,
     hint,
     index_vars,
+    is_static,
     product,
     simplify_index,
     unit_stride,
@@ -151,7 +152,7 @@ def _tiny_alike(groups) -> dict:
         if g.is_extern or g.has_reduction:
             continue
         for n in g.nodes:
-            if all(isinstance(s, (int, sympy.Integer)) for s in n.ranges):
+            if all(is_static(s) for s in n.ranges):
                 if int(product(n.ranges)) <= TINY_NUMEL:
                     out.setdefault(tuple(int(s) for s in n.ranges), []).append(n)
     return {k: v for k, v in out.items() if len(v) > 1}

@@ -165,10 +165,10 @@ def warm_up(cuda_device=None, workers=None) -> None:
     workers = workers or default_workers()
     if workers == 1 or os.environ.get("TRITON_INTERPRET", "0") == "1":
         return
-    cache_root()  # TRITON_CACHE_DIR set before the workers copy the environment
     fresh = _POOL is None or _POOL_KEY != (workers, cuda_device)
     if not fresh:
         return
+    cache_root()  # TRITON_CACHE_DIR set before the workers copy the environment
     pool = _pool(workers, cuda_device)
     with _without_main():
         for _ in range(workers):
