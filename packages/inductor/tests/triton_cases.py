@@ -491,6 +491,31 @@ CASES["grouped_input_kernels"] = (
     {"pointwise"},
 )
 
+
+def _residual_chain(x, *rest):
+    """A residual stack's backward recompute: every layer's residual (the input plus the
+    branch results so far) normalized by its saved row statistics, then the last one's row
+    sums. Fused whole it would load and store 120 buffers."""
+    outs, r = [], x
+    for a, mean, rstd in zip(rest[0::3], rest[1::3], rest[2::3]):
+        r = r + a
+        outs.append((r - mean) * rstd)
+    return (*outs, (r * outs[-1]).sum(-1))
+
+
+CASES["residual_chain_many_streams"] = (
+    _residual_chain,
+    lambda: (
+        [torch.randn(32, 96)]
+        + [
+            t
+            for _ in range(30)
+            for t in (torch.randn(32, 96), torch.randn(32, 1), torch.rand(32, 1))
+        ]
+    ),
+    {"pointwise", "persistent_reduction"},
+)
+
 # danlu_inductor options a case compiles with
 CASE_OPTIONS = {"grouped_input_kernels": {"group_input_kernels": True}}
 
@@ -512,6 +537,11 @@ KERNEL_COUNTS = {
     "rms_norm_backward_row_blocks": 3,
     "layer_norm_backward_row_blocks": 3,
 }
+
+
+# cases whose every kernel loads and stores at most this many buffers (scheduler's
+# MAX_GPU_KERNEL_STREAMS: past it a kernel's build time, not its run time, grows)
+MAX_POINTERS = {"residual_chain_many_streams": 48}
 
 
 # cases whose row kernel also sums each program's block of rows down the columns
@@ -568,6 +598,9 @@ def run_interpret(name):
         assert loops == ROW_LOOPS[name], c.kernel_source
     if name in KERNEL_COUNTS:
         assert len(c.artifacts) == KERNEL_COUNTS[name], [a.name for a in c.artifacts]
+    if name in MAX_POINTERS:
+        pointers = [sum(t.startswith("*") for t in a.signature.values()) for a in c.artifacts]
+        assert max(pointers) <= MAX_POINTERS[name], pointers
     if name in ROW_BLOCK_SUMS:
         source = c.kernel_source or ""
         assert "xchunk = tl.program_id(0)" in source and ", 0)[None, :]" in source, source

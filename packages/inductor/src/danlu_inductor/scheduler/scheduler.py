@@ -33,6 +33,13 @@ from danlu_inductor.scheduler.nodes import (
 )
 
 MAX_FUSION_SIZE = 64
+# A GPU kernel's tensor streams (buffers of more than one element it loads or stores). The
+# backward of a residual stack recomputes every layer's residual and normalized input from
+# saved matmul results; fused whole, that is one kernel of 160+ pointers whose build alone
+# (3-5 s a config on one core, tens of seconds beside other builds) is a training compile's
+# critical path. Split at this many streams, each piece builds in about a second and the
+# chain costs one more store and load of the residual where it is cut.
+MAX_GPU_KERNEL_STREAMS = 48
 
 
 class FusionGroup:
@@ -412,6 +419,8 @@ class Scheduler:
         row_blocks = "xsum" in places
         if row_blocks and not self._row_blocks_fit(xs, rs):
             return None
+        if self.graph.for_gpu and self._too_many_streams(ga, gb):
+            return None
         if self._cycle(ga, gb):
             return None
         try:
@@ -425,6 +434,22 @@ class Scheduler:
         except DynamicShapeUnsupported:  # symbolic dims that do not line up: separate kernels
             return None
         return merged
+
+    def _too_many_streams(self, ga, gb) -> bool:
+        """Would the merged kernel load or store more than MAX_GPU_KERNEL_STREAMS buffers of
+        more than one element? Stores counted: members used outside the pair or outputs."""
+        nodes = ga.nodes + gb.nodes
+        names = ga.names | gb.names
+        reads = set().union(*(n.read_names for n in nodes)) - names
+        if len(reads) + len(nodes) <= MAX_GPU_KERNEL_STREAMS:
+            return False  # the common case, decided without sizes
+        stored = [
+            n.name
+            for n in nodes
+            if n.name in self.output_names or not n.users <= names or not n.users
+        ]
+        streams = sum(1 for b in [*reads, *stored] if self._numel(b) != 1)
+        return streams > MAX_GPU_KERNEL_STREAMS
 
     def _row_blocks_fit(self, xs, rs) -> bool:
         """A kernel that sums blocks of rows down the columns ("xsum") holds whole rows: a
