@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("triton", reason="the Triton backend needs the 'triton' extra")
 
 from child_runs import TRITON_ON_CPU_ENV, ok, run_once  # noqa: E402
-from triton_dynamic_cases import CASES  # noqa: E402
+from triton_dynamic_cases import CASES, KERNEL_COUNTS  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +26,8 @@ def test_symbolic_graph_matches_eager_at_every_size(results, name):
     r = ok(results[name])
     assert r["kernels"] >= 1 and r["sizes"] >= 5
     assert r["symbolic_args"], "sizes must be i64 kernel arguments, not specialised"
+    if name in KERNEL_COUNTS:
+        assert r["kernels"] == KERNEL_COUNTS[name], r
 
 
 @pytest.mark.parametrize("name", list(CASES))

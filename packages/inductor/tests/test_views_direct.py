@@ -208,3 +208,19 @@ def test_nested_floor_divisions_fold():
     # a split that does not fold back (strides out of step) stays as it is
     odd = 2300 * FloorDiv(i, 36) + 384 * IMod(FloorDiv(i, 6), 6) + 64 * IMod(i, 6)
     assert simplify_index(odd).has(FloorDiv)
+
+
+def test_symbolic_length_split_folds():
+    """[b, s0, 128] read as [b*s0, 128]: the coefficient of the quotient holds the symbol."""
+    import sympy
+
+    from danlu_inductor.ir.symbols import FloorDiv, IMod, simplify_index
+
+    i, c = sympy.symbols("v0 v1", integer=True, nonnegative=True)
+    s0 = sympy.Symbol("s0", integer=True, positive=True)
+    flat = 128 * s0 * FloorDiv(i, s0) + 128 * IMod(i, s0) + c
+    assert sympy.expand(simplify_index(flat) - (128 * i + c)) == 0
+    nested = 512 * s0 * FloorDiv(i, 4 * s0) + 512 * IMod(FloorDiv(i, 4), s0) + 128 * IMod(i, 4)
+    assert sympy.expand(simplify_index(nested) - 128 * i) == 0
+    # strides out of step with the symbol: no fold
+    assert simplify_index(128 * s0 * FloorDiv(i, s0) + 64 * IMod(i, s0)).has(FloorDiv)

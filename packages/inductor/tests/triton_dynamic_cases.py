@@ -110,7 +110,22 @@ CASES = {
         lambda b, t: [torch.randn(b, t, 16), torch.randn(16, 48) / 4, torch.randn(16)],
         [(2, 5), (3, 9), (2, 2), (4, 17), (3, 3)],
     ),
+    # the normalized rows read by two matmuls as [b*t, 16]: a view of the kernel's result
+    # (the symbolic reshape folds back to strides), not a copy per matmul
+    "flattened_rows_two_matmuls": (
+        lambda x, w1, w2: _two_linears(x, w1, w2),
+        lambda b, t: [torch.randn(b, t, 16), torch.randn(16, 8), torch.randn(16, 8)],
+        [(2, 5), (3, 9), (2, 2), (4, 17), (3, 3)],
+    ),
 }
+
+# cases whose symbolic graph compiles to exactly this many kernels (a static one's count)
+KERNEL_COUNTS = {"flattened_rows_two_matmuls": 2}  # the layer norm, the relu
+
+
+def _two_linears(x, w1, w2):
+    h = F.layer_norm(x, (16,)).reshape(-1, 16)
+    return (h @ w1).relu(), h @ w2
 
 
 def _attention(x, wqkv, g):

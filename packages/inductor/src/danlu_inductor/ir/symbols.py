@@ -260,6 +260,18 @@ def affine_coefficients(expr: Expr, variables: Sequence[sympy.Symbol]):
     return coeffs, const
 
 
+def _coeff_and_divmod(term: Expr) -> tuple[Expr, Expr]:
+    """``term`` as (coefficient, factor): the factor its one FloorDiv or IMod when it has one,
+    the coefficient everything else, symbols included (``128*s0*FloorDiv(v, s0)`` is
+    ``(128*s0, FloorDiv(v, s0))``: a symbolic length's reshape folds back as a static one's)."""
+    if isinstance(term, sympy.Mul):
+        divmods = [f for f in term.args if isinstance(f, (FloorDiv, IMod))]
+        if len(divmods) == 1:
+            rest = [f for f in term.args if f is not divmods[0]]
+            return sympy.Mul(*rest), divmods[0]
+    return term.as_coeff_Mul()
+
+
 def simplify_index(expr: Expr) -> Expr:
     """Undo div/mod splits that a reshape introduced: ``c*(a % n) + c*n*(a // n) -> c*a``,
     also one level down (``c*((a // m) % n) + c*n*(a // (m*n)) -> c*(a // m)``), so a
@@ -271,7 +283,7 @@ def simplify_index(expr: Expr) -> Expr:
     changed = True
     while changed:
         changed = False
-        parts = [t.as_coeff_Mul() for t in terms]
+        parts = [_coeff_and_divmod(t) for t in terms]
         for i, (c1, f1) in enumerate(parts):
             if not isinstance(f1, IMod):
                 continue
