@@ -20,12 +20,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 from child_runs import record_cases  # noqa: E402
 
 
-def _trace(fn, args):
+def _trace(fn, args, dynamic=True):
     from danlu_inductor.decompositions import decomposition_table
     from danlu_primtorch import trace
 
     with torch.no_grad():
-        return trace(fn, *args, decompositions=decomposition_table(), dynamic=True)
+        return trace(fn, *args, decompositions=decomposition_table(), dynamic=dynamic)
 
 
 def _flat(x):
@@ -37,12 +37,12 @@ def _kernel_state(c):
     return {name: (id(fn), len(fn.compile_info or [])) for name, fn in c.launchers.items()}
 
 
-def run_case(fn, make, sizes, tol=2e-5):
+def run_case(fn, make, sizes, tol=2e-5, dynamic=True):
     from danlu_inductor import compile_fx
 
     torch.manual_seed(0)
     args = make(*sizes[0])
-    c = compile_fx(_trace(fn, args), args)
+    c = compile_fx(_trace(fn, args, dynamic), args)
     assert c.report.get("backend") == "triton", c.report
     assert c.report["dynamic"], "the graph should have been compiled symbolically"
     assert not c.report.get("triton_fallbacks"), c.report["triton_fallbacks"]
@@ -66,6 +66,7 @@ def run_case(fn, make, sizes, tol=2e-5):
         "kinds": sorted(set(c.report["kernel_kinds"].values())),
         "sizes": len(sizes),
         "symbolic_args": "i64" in c.kernel_source and "do_not_specialize" in c.kernel_source,
+        "stores": c.kernel_source.count("tl.store("),
         "aot": aot,
     }
 
@@ -117,10 +118,35 @@ CASES = {
         lambda b, t: [torch.randn(b, t, 16), torch.randn(16, 8), torch.randn(16, 8)],
         [(2, 5), (3, 9), (2, 2), (4, 17), (3, 3)],
     ),
+    # a mixed-precision linear layer's weight (static sizes, as a module's parameters are
+    # in a graph whose batch is symbolic), transposed then cast and also returned, as a
+    # training forward saves it: the cast is stored in the weight's own order, which the
+    # matmul and the output read transposed, no copy
+    "transposed_weight_cast": (
+        lambda x, w: _cast_linear(x, w),
+        # small integers: every product and sum exact in bf16, whichever kernel accumulates
+        lambda b, t: [
+            torch.randint(-3, 4, (b, t, 16)).float(),
+            torch.randint(-3, 4, (24, 16)).float(),
+        ],
+        [(2, 5), (3, 9), (2, 2), (4, 17), (3, 3)],
+        2e-5,
+        {0: True, 1: None},  # the weight static
+    ),
 }
 
 # cases whose symbolic graph compiles to exactly this many kernels (a static one's count)
-KERNEL_COUNTS = {"flattened_rows_two_matmuls": 2}  # the layer norm, the relu
+KERNEL_COUNTS = {
+    "flattened_rows_two_matmuls": 2,  # the layer norm, the relu
+    "transposed_weight_cast": 2,  # the two casts
+}
+# cases whose kernels store exactly this many buffers
+STORE_COUNTS = {"transposed_weight_cast": 2}  # each cast once (not the weight's twice)
+
+
+def _cast_linear(x, w):
+    wt = w.t().to(torch.bfloat16)
+    return x.to(torch.bfloat16) @ wt, wt
 
 
 def _two_linears(x, w1, w2):

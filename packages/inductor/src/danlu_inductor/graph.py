@@ -242,12 +242,18 @@ class GraphLowering:
         the convolution or layer norm that reads it next reads contiguously)."""
         if not (isinstance(result, ir.StorageBox) and isinstance(result.data, ir.Pointwise)):
             return
-        if getattr(result, "preferred_stride", None) is not None or self.shape_env is not None:
+        if getattr(result, "preferred_stride", None) is not None:
             return
         if any(result is a for a in pytree.tree_leaves(inputs)):
             return  # the op passed an input through: that box belongs to its producer
         val = node.meta.get("val")
-        if not isinstance(val, torch.Tensor) or val.dim() < 2 or val.is_contiguous():
+        if not isinstance(val, torch.Tensor) or val.dim() < 2:
+            return
+        if self.shape_env is not None and not all(
+            type(s) is int for s in (*val.shape, *val.stride())
+        ):
+            return  # symbolic sizes: a symbolic graph's static values (weights) still count
+        if val.is_contiguous():
             return
         size = result.get_size()
         if [int(s) for s in size] != list(val.shape) or not _dense(val):
