@@ -180,6 +180,7 @@ def build_partition(
         if n.op == "call_function" and is_random(n.target) and n not in parts.tangent_dependent
     ]
     backward = extract_graph(joint, saved + parts.tangents, parts.grads)
+    sink_recomputes(backward.graph)
     rebuilt = _read_sizes_from_tensor_inputs(backward)
     saved = [n for n in saved if n.name not in rebuilt]
     forward = extract_graph(joint, parts.primals, parts.fw_outputs + saved, keep=randoms)
@@ -194,6 +195,56 @@ def build_partition(
         details=details,
         saved_lines=[_saved_line(n) for n in saved],
     )
+
+
+def sink_recomputes(graph: fx.Graph) -> int:
+    """Move the backward's recomputed forward ops (pure nodes that no tangent reaches) to
+    just before their first user; returns how many moved.
+
+    They are copied in the joint graph's order, so all of them come before the first
+    gradient op. A backend that stores one there keeps it alive through the whole backward:
+    ResNet-50's recomputed batch norm + ReLU outputs of every stage (about 330 MB) were
+    written by the backward's first kernels and read by the last ones. Placed at their
+    first use, each lives only as long as that layer's gradient needs it. Random and
+    in-place ops keep their place."""
+    nodes = list(graph.nodes)
+    index = {n: i for i, n in enumerate(nodes)}
+    reached: set[fx.Node] = set()
+    for n in nodes:
+        if n.op == "placeholder":
+            if n.name.startswith("tangents"):
+                reached.add(n)
+        elif any(a in reached for a in n.all_input_nodes):
+            reached.add(n)
+    # anchor: the node that stays in place before which a node is emitted (itself, or for a
+    # movable node the earliest anchor of its users: users come later, so decided first)
+    anchor: dict[fx.Node, int] = {}
+    movable: set[fx.Node] = set()
+    for n in reversed(nodes):
+        if n.op == "call_function" and n not in reached and n.users and _pure(n):
+            movable.add(n)
+            anchor[n] = min(anchor[u] for u in n.users)
+        else:
+            anchor[n] = index[n]
+    # same anchor: the moved nodes first, in their own (topological) order
+    order = sorted(nodes, key=lambda n: (anchor[n], n not in movable, index[n]))
+    moved = sum(1 for a, b in zip(order, nodes) if a is not b)
+    if moved:
+        out = next(n for n in reversed(nodes) if n.op == "output")
+        for n in order:
+            if n.op not in ("placeholder", "output"):
+                out.prepend(n)
+    return moved
+
+
+def _pure(n: fx.Node) -> bool:
+    target = n.target
+    if is_random(target):
+        return False
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return target.__module__ in ("_operator", "operator")  # getitem, size arithmetic
+    return not schema.is_mutable
 
 
 def _sizes_from_saved_tensors(saved: set[fx.Node], parts: JointParts) -> set[fx.Node]:
