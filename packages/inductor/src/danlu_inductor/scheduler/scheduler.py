@@ -40,6 +40,10 @@ MAX_FUSION_SIZE = 64
 # critical path. Split at this many streams, each piece builds in about a second and the
 # chain costs one more store and load of the residual where it is cut.
 MAX_GPU_KERNEL_STREAMS = 48
+# ... and 8 more for a merge of two reductions: a reduction left out of its row kernel is
+# another pass over its input and 2-3 launches (a split sum's stages), a pointwise member
+# left out runs in the kernel of its consumer at the cost of one read
+REDUCTION_STREAM_HEADROOM = 8
 
 
 class FusionGroup:
@@ -437,11 +441,15 @@ class Scheduler:
 
     def _too_many_streams(self, ga, gb) -> bool:
         """Would the merged kernel load or store more than MAX_GPU_KERNEL_STREAMS buffers of
-        more than one element? Stores counted: members used outside the pair or outputs."""
+        more than one element (REDUCTION_STREAM_HEADROOM more when both sides reduce)?
+        Stores counted: members used outside the pair or outputs."""
+        limit = MAX_GPU_KERNEL_STREAMS
+        if ga.has_reduction and gb.has_reduction:
+            limit += REDUCTION_STREAM_HEADROOM
         nodes = ga.nodes + gb.nodes
         names = ga.names | gb.names
         reads = set().union(*(n.read_names for n in nodes)) - names
-        if len(reads) + len(nodes) <= MAX_GPU_KERNEL_STREAMS:
+        if len(reads) + len(nodes) <= limit:
             return False  # the common case, decided without sizes
         stored = [
             n.name
@@ -449,7 +457,7 @@ class Scheduler:
             if n.name in self.output_names or not n.users <= names or not n.users
         ]
         streams = sum(1 for b in [*reads, *stored] if self._numel(b) != 1)
-        return streams > MAX_GPU_KERNEL_STREAMS
+        return streams > limit
 
     def _row_blocks_fit(self, xs, rs) -> bool:
         """A kernel that sums blocks of rows down the columns ("xsum") holds whole rows: a
