@@ -516,6 +516,26 @@ CASES["residual_chain_many_streams"] = (
     {"pointwise", "persistent_reduction"},
 )
 
+
+def _bias_then_channel_norm(x, b, w):
+    y = x + b[:, None, None]  # channels-last, as x: stored for the caller (a saved value)
+    z = torch.nn.functional.layer_norm(y.permute(0, 2, 3, 1), (y.shape[1],), w)
+    return y, z
+
+
+# a channels-last [N, C, H, W] value beside a layer norm over C ([N, H, W | C] rows):
+# ConvNeXt's convolution output plus bias, saved for the backward. It is stored from the
+# norm's kernel, its dims in memory order, not by a kernel of its own at the forward's end
+CASES["channels_last_value_in_channel_norm"] = (
+    _bias_then_channel_norm,
+    lambda: [
+        torch.randn(3, 40, 7, 9).to(memory_format=torch.channels_last),
+        torch.randn(40),
+        torch.randn(40),
+    ],
+    {"persistent_reduction"},
+)
+
 # danlu_inductor options a case compiles with
 CASE_OPTIONS = {"grouped_input_kernels": {"group_input_kernels": True}}
 
@@ -524,6 +544,7 @@ CASE_OPTIONS = {"grouped_input_kernels": {"group_input_kernels": True}}
 # channels-last for the convolution, whose channels-last output then needs no copy
 KERNEL_COUNTS = {
     "conv_after_channels_last_pointwise": 1,
+    "channels_last_value_in_channel_norm": 1,
     "split_sum_outer": 2,  # partial sums over chunks, then the sum of the partials
     "split_bias_and_norm_grads": 2,  # three reductions, fused in each stage
     # the chunks' sums and squared deviations, their combination, the normalization

@@ -112,10 +112,42 @@ class SchedulerNode(BaseSchedulerNode):
                 reshape_index(self.rranges, rsizes, rvars),
             )
         if placement == "x":
-            return reshape_index(self.ranges, xsizes, xvars), []
-        return reshape_index(
-            self.ranges, list(xsizes) + list(rsizes), list(xvars) + list(rvars)
-        ), []
+            return self._pointwise_index(xsizes, xvars), []
+        return self._pointwise_index([*xsizes, *rsizes], [*xvars, *rvars]), []
+
+    def _pointwise_index(self, sizes, kernel_vars):
+        """A pointwise member's index: its dims in its memory order when those are the
+        kernel's dims (a channels-last [N, C, H, W] result in a row kernel over [N, H, W | C]:
+        ConvNeXt's convolution output plus bias, stored for the backward beside its layer
+        norm), else the flat reshape."""
+        perm = self._memory_permutation(sizes)
+        if perm is None:
+            return reshape_index(self.ranges, sizes, kernel_vars)
+        index = [None] * len(perm)
+        for var, dim in zip(kernel_vars, perm):
+            index[dim] = var
+        return index
+
+    def _memory_permutation(self, sizes) -> list[int] | None:
+        """The node's dims from outermost to innermost in memory, when their sizes are
+        ``sizes`` (static, no size-1 dims) but not in the node's logical order and its layout
+        is fixed: ``perm[k]`` is the node dim that kernel dim ``k`` walks."""
+        layout = self.node.layout
+        if not isinstance(layout, ir.FixedLayout) or len(sizes) != len(self.ranges):
+            return None
+        dims = [*self.ranges, *layout.stride, *sizes]
+        if not all(isinstance(s, (int, sympy.Integer)) for s in dims):
+            return None
+        ranges = [int(s) for s in self.ranges]
+        if 1 in ranges or [int(s) for s in sizes] == ranges:
+            return None
+        strides = [int(s) for s in layout.stride]
+        if len(set(strides)) != len(strides):
+            return None
+        perm = sorted(range(len(ranges)), key=lambda d: -strides[d])
+        if [ranges[d] for d in perm] != [int(s) for s in sizes]:
+            return None
+        return perm
 
     def write_index(self, index) -> sympy.Expr:
         return self.node.layout.index(index)
