@@ -3,12 +3,14 @@
 # CUDA (a BERT encoder over 23 sequence lengths: recompiling, padding to buckets, one symbolic
 # graph; the symbolic graph's copies per linear layer and per weight are gone, and the fake
 # attention that kept CUDA lengths symbolic has never run on a GPU), the interpreted cases of
-# the new kernel-size cap and dynamic folds on CUDA, then ConvNeXt-T inference with
-# reduce-overhead beside torch.compile's, with and without grouped input kernels.
+# the new kernel-size cap and dynamic folds on CUDA, then ConvNeXt-T and GPT-2 inference with
+# reduce-overhead beside torch.compile's, with and without grouped input kernels (per-kernel
+# lists: both are below 0.9 of torch.compile with reduce-overhead, and neither has a profile).
 #
 #   OUT=/some/dir bash benchmarks/gpu_session_dynamic.sh
 #
-# Writes $OUT/log.txt, dynamic_shapes.json, kernel_cases.json and profile_convnext_tiny_infer.md.
+# Writes $OUT/log.txt, dynamic_shapes.json, kernel_cases.json, and per model a profile
+# (profile_<model>_infer.md) and its kernel list (kernels_<model>_infer.txt): 7 files.
 set -u
 cd "$(dirname "$0")/.."
 source benchmarks/device_common.sh
@@ -25,12 +27,19 @@ grep -E '^\||"way"|requests|specialis|Eq\(' /tmp/dsd-dyn.txt | head -40 | tee -a
   timeout 120 python3 triton_cases.py cuda "$OUT/kernel_cases.json" > /tmp/dsd-cases.txt 2>&1)
 echo "== kernel cases rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
 tail -5 /tmp/dsd-cases.txt | tee -a "$OUT/log.txt"
-budget=$(( $(left) - 10 ))
-if [ "$budget" -gt 90 ]; then
-  timeout "$budget" python3 benchmarks/gpu_profile.py --model convnext_tiny --mode infer \
+infer_profile() {  # model: reduce-overhead beside torch.compile's, and grouped input kernels
+  local model=$1 budget
+  budget=$(( $(left) - 10 ))
+  [ "$budget" -gt 90 ] || { echo "$model: no time left" | tee -a "$OUT/log.txt"; return; }
+  timeout "$budget" python3 benchmarks/gpu_profile.py --model "$model" --mode infer \
     --backends torch-ro,danlu-ro,danlu-opt --danlu-options '{"group_input_kernels": true}' \
-    --iters 5 --out /tmp/dsd-p > /tmp/dsd-convnext.txt 2>&1
-  echo "== convnext_tiny infer rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
-  grep -E "^== |compile phases|first runs" /tmp/dsd-convnext.txt | tee -a "$OUT/log.txt"
-  cp /tmp/dsd-p/profile_convnext_tiny_infer.md "$OUT/" 2>/dev/null
-fi
+    --iters 5 --out /tmp/dsd-p > "/tmp/dsd-$model.txt" 2>&1
+  echo "== $model infer rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
+  # the kernel lists too: no per-kernel profile of either model's inference exists yet
+  grep -E "^== |^ +[0-9.]+ ms|compile phases|first runs" "/tmp/dsd-$model.txt" | head -90 \
+    > "$OUT/kernels_${model}_infer.txt"
+  grep -E "^== |compile phases|first runs" "/tmp/dsd-$model.txt" | tee -a "$OUT/log.txt"
+  cp "/tmp/dsd-p/profile_${model}_infer.md" "$OUT/" 2>/dev/null
+}
+infer_profile convnext_tiny
+infer_profile gpt2
