@@ -185,6 +185,7 @@ class Scheduler:
     def __init__(self, graph):
         self.graph = graph
         self.fusion_log: list[str] = []
+        self._numels: dict[str, int] = {}  # buffer name -> its numel (hinted)
         self.output_names = {
             b.get_name() if isinstance(b, ir.Buffer) else b.buffer.get_name()
             for b in graph.graph_outputs
@@ -348,10 +349,13 @@ class Scheduler:
         ]
 
     def _numel(self, name) -> int:
-        buf = self.graph.name_to_buffer.get(name)
-        if buf is None or buf.layout is None:
-            return 0
-        return hint(product(buf.layout.size))
+        numels = self._numels  # sizes never change while fusing
+        out = numels.get(name)
+        if out is None:
+            buf = self.graph.name_to_buffer.get(name)
+            out = 0 if buf is None or buf.layout is None else hint(product(buf.layout.size))
+            numels[name] = out
+        return out
 
     def _bytes(self, name):
         buf = self.graph.name_to_buffer.get(name)
