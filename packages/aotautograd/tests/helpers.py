@@ -86,3 +86,17 @@ def capturing_compilers():
 def count_calls(gm, target) -> int:
     """How many nodes of ``gm`` call ``target``."""
     return sum(1 for n in gm.graph.nodes if n.target is target)
+
+
+def aot_module_recording_partitions(model):
+    """``aot_module(model)`` with the min-cut partitioner and eager compilers, and the list
+    the partitions it makes are appended to (one per compiled graph)."""
+    from danlu_aotautograd.partition import min_cut_partition
+
+    partitions = []
+
+    def partition_fn(joint, *, num_fw_outputs):
+        partitions.append(min_cut_partition(joint, num_fw_outputs=num_fw_outputs))
+        return partitions[-1]
+
+    return da.aot_module(model, lambda gm, _: gm, partition_fn=partition_fn), partitions

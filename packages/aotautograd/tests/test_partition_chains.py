@@ -3,10 +3,8 @@ residual stream (LLaMA's) keeps each residual in the forward, and the backward r
 one step from it (the norm's output), never the stream itself."""
 
 import torch
+from helpers import aot_module_recording_partitions
 from torch import nn
-
-import danlu_aotautograd as da
-from danlu_aotautograd.partition import min_cut_partition
 
 aten = torch.ops.aten
 
@@ -53,13 +51,7 @@ def test_the_residual_stream_is_saved_not_recomputed_and_gradients_match():
     torch.manual_seed(torch.randint(0, 2**31 - 1, ()).item())
     model, ref = Stream(), Stream()
     ref.load_state_dict(model.state_dict())
-    partitions = []
-
-    def partition_fn(joint, *, num_fw_outputs):
-        partitions.append(min_cut_partition(joint, num_fw_outputs=num_fw_outputs))
-        return partitions[-1]
-
-    compiled = da.aot_module(model, lambda gm, _: gm, partition_fn=partition_fn)
+    compiled, partitions = aot_module_recording_partitions(model)
     x = torch.randn(6, 5, 48).transpose(0, 1).requires_grad_()  # non-contiguous
     x_ref = x.detach().clone().requires_grad_()
     with torch.autocast("cpu", dtype=torch.bfloat16):

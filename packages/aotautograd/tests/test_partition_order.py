@@ -5,10 +5,9 @@ import operator
 
 import torch
 import torch.fx as fx
+from helpers import aot_module_recording_partitions
 from torch import nn
 
-import danlu_aotautograd as da
-from danlu_aotautograd.partition import min_cut_partition
 from danlu_aotautograd.partition.graph_split import sink_recomputes
 
 aten = torch.ops.aten
@@ -61,13 +60,7 @@ def test_min_cut_backward_places_recomputes_late_and_gradients_match():
     torch.manual_seed(torch.randint(0, 2**31 - 1, ()).item())
     model, ref = Stack(), Stack()
     ref.load_state_dict(model.state_dict())
-    partitions = []
-
-    def partition_fn(joint, *, num_fw_outputs):
-        partitions.append(min_cut_partition(joint, num_fw_outputs=num_fw_outputs))
-        return partitions[-1]
-
-    compiled = da.aot_module(model, lambda gm, _: gm, partition_fn=partition_fn)
+    compiled, partitions = aot_module_recording_partitions(model)
     x = torch.randn(5, 8, 32).transpose(0, 1).requires_grad_()  # non-contiguous
     x_ref = x.detach().clone().requires_grad_()
     compiled(x).backward()
