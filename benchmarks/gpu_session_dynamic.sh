@@ -4,8 +4,10 @@
 # graph; the symbolic graph's copies per linear layer and per weight are gone, and the fake
 # attention that kept CUDA lengths symbolic has never run on a GPU), the interpreted cases of
 # the new kernel-size cap and dynamic folds on CUDA, then ConvNeXt-T and GPT-2 inference with
-# reduce-overhead beside torch.compile's, with and without grouped input kernels (per-kernel
-# lists: both are below 0.9 of torch.compile with reduce-overhead, and neither has a profile).
+# reduce-overhead beside torch.compile's, each with an option A/B in default mode (ConvNeXt:
+# grouped input kernels; GPT-2: the LM head split in columns instead of a padded weight) and
+# their kernel lists (both are below 0.9 of torch.compile with reduce-overhead, and neither
+# has a profile).
 #
 #   OUT=/some/dir bash benchmarks/gpu_session_dynamic.sh
 #
@@ -23,23 +25,23 @@ DANLU_LOGS=dynamic,recompiles timeout $(( $(left) - 300 )) python3 benchmarks/dy
   --device cuda --requests 24 --out "$OUT/dynamic_shapes.json" > /tmp/dsd-dyn.txt 2>&1
 echo "== dynamic_shapes rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
 grep -E '^\||"way"|requests|specialis|Eq\(' /tmp/dsd-dyn.txt | head -40 | tee -a "$OUT/log.txt"
-(cd packages/inductor/tests && DANLU_CASES=residual_chain_many_streams,grouped_input_kernels,tiny_counters,batch_norm_training_split_stats,rms_norm_backward_row_blocks \
+(cd packages/inductor/tests && DANLU_CASES=residual_chain_many_streams,channels_last_value_in_channel_norm,lm_head_split_columns,grouped_input_kernels,tiny_counters,batch_norm_training_split_stats,rms_norm_backward_row_blocks \
   timeout 120 python3 triton_cases.py cuda "$OUT/kernel_cases.json" > /tmp/dsd-cases.txt 2>&1)
 echo "== kernel cases rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
 tail -5 /tmp/dsd-cases.txt | tee -a "$OUT/log.txt"
-infer_profile() {  # model: reduce-overhead beside torch.compile's, and grouped input kernels
-  local model=$1 budget
+infer_profile() {  # model, danlu-opt's options: reduce-overhead beside torch.compile's, an A/B
+  local model=$1 opts=$2 budget
   budget=$(( $(left) - 10 ))
   [ "$budget" -gt 90 ] || { echo "$model: no time left" | tee -a "$OUT/log.txt"; return; }
   timeout "$budget" python3 benchmarks/gpu_profile.py --model "$model" --mode infer \
-    --backends torch-ro,danlu-ro,danlu-opt --danlu-options '{"group_input_kernels": true}' \
+    --backends torch-ro,danlu-ro,danlu,danlu-opt --danlu-options "$opts" \
     --iters 5 --out /tmp/dsd-p > "/tmp/dsd-$model.txt" 2>&1
   echo "== $model infer rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
   # the kernel lists too: no per-kernel profile of either model's inference exists yet
-  grep -E "^== |^ +[0-9.]+ ms|compile phases|first runs" "/tmp/dsd-$model.txt" | head -90 \
+  grep -E "^== |^ +[0-9.]+ ms|compile phases|first runs" "/tmp/dsd-$model.txt" | head -160 \
     > "$OUT/kernels_${model}_infer.txt"
   grep -E "^== |compile phases|first runs" "/tmp/dsd-$model.txt" | tee -a "$OUT/log.txt"
   cp "/tmp/dsd-p/profile_${model}_infer.md" "$OUT/" 2>/dev/null
 }
-infer_profile convnext_tiny
-infer_profile gpt2
+infer_profile convnext_tiny '{"group_input_kernels": true}'
+infer_profile gpt2 '{"split_unaligned_columns": true}'  # the LM head without a padded weight

@@ -142,3 +142,39 @@ def test_padded_row_strides():
     assert not _padded_rows([640, 1001], [1001, 1])
     assert not _padded_rows([640, 1000], [1000, 1])  # aligned already: plain row-major
     assert not _padded_rows([1001, 640], [1, 1008])
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_columns_split_instead_of_a_padded_weight(bias):
+    """A head ``x @ w.t()`` misaligned in N only: two library calls write one buffer with
+    padded rows (the aligned first 1000 columns, then the last one); nothing is padded."""
+    torch.manual_seed(7)
+    x, w, b = (
+        t.to(BF16) for t in (torch.randn(640, 512), torch.randn(1001, 512), torch.randn(1001))
+    )
+    fn, inputs = (_addmm_head, (b, x, w)) if bias else (_head, (x, w))
+    gm = aten_graph(fn, *inputs)
+    expected = gm(*inputs)
+    assert pad_matmuls(gm, split_columns=True) == 1
+    assert not _pads(gm)
+    outs = [n for n in gm.graph.nodes if n.target in (aten.mm.out, aten.addmm.out)]
+    assert [n.kwargs["out"].meta["val"].shape[-1] for n in outs] == [1000, 1]
+    for n in outs:
+        assert n.kwargs["out"].meta["val"].stride() == (1008, 1)  # rows of 16 bytes
+    got = gm(*inputs)
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    expected = expected[0] if isinstance(expected, (tuple, list)) else expected
+    assert got.stride() == (1008, 1)
+    torch.testing.assert_close(got.float(), expected.float(), rtol=0, atol=0)
+
+
+def _addmm_head(b, x, w):
+    return torch.addmm(b, x, w.t())
+
+
+def test_columns_are_split_only_for_a_transposed_right_operand():
+    """``a @ b`` with a row-major ``b`` misaligned in N: its rows (N) need the padded copy."""
+    a, b = torch.randn(640, 512).to(BF16), torch.randn(512, 1001).to(BF16)
+    gm = aten_graph(_mm, a, b)
+    assert pad_matmuls(gm, split_columns=True) == 1
+    assert _pads(gm) and not [n for n in gm.graph.nodes if n.target is aten.mm.out]

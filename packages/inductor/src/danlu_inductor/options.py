@@ -38,6 +38,10 @@ OPTIONS = {
     "call and remember the fastest on disk (on by default); off: the size heuristic alone",
     "pad_matmuls": "bool: zero-pad 16-bit matmuls whose rows are not a multiple of 16 bytes "
     "so the library takes its aligned kernels (Triton path; on by default)",
+    "split_unaligned_columns": "bool: a 16-bit matmul misaligned in its columns only (a "
+    "language-model head over a vocabulary of 50257) runs as two library calls writing "
+    "into one buffer with padded rows, instead of padding a copy of the weight (Triton "
+    "path; off by default until measured on a GPU)",
     "row_block_partials": "bool: a column sum beside a row reduction of the same values (a "
     "norm's weight gradient) takes its first stage in the row kernel, each program summing "
     "its block of rows (GPU graphs; on by default)",
@@ -56,6 +60,7 @@ class CompileOptions:
     max_autotune: bool = False
     autotune: bool = True
     pad_matmuls: bool = True
+    split_unaligned_columns: bool = False
     row_block_partials: bool = True
     group_input_kernels: bool = False
     verify_ir: bool = False
@@ -83,6 +88,7 @@ def validate_options(options) -> CompileOptions:
         "max_autotune": False,
         "autotune": True,
         "pad_matmuls": True,
+        "split_unaligned_columns": False,
         "row_block_partials": True,
         "group_input_kernels": False,
     }
@@ -92,6 +98,7 @@ def validate_options(options) -> CompileOptions:
         "max_autotune",
         "autotune",
         "pad_matmuls",
+        "split_unaligned_columns",
         "row_block_partials",
         "group_input_kernels",
         "verify_ir",

@@ -90,7 +90,7 @@ def compile_triton(gm, example_inputs, device: torch.device, opts) -> CompiledGr
     fallbacks (at most ``MAX_RETRIES`` rounds), else the graph runs eagerly."""
     forced: set[str] = set()
     failures: list[dict] = []
-    padded = pad_matmuls(gm) if opts.pad_matmuls else 0
+    padded = pad_matmuls(gm, opts.split_unaligned_columns) if opts.pad_matmuls else 0
     channels_last = wants_channels_last(gm, device)
     # on a GPU the bounds flag is read after the call (FirstCallGuard) or the CUDA graph
     # replay, without stalling the host; in the interpreter, after each kernel
