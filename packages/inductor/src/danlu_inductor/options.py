@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 # The compile modes (the one list: danlu.compile's `mode=` is checked against it) and the
 # options each sets.
@@ -83,26 +83,10 @@ def validate_options(options) -> CompileOptions:
         raise ValueError(f"unknown danlu_inductor option(s) {unknown}; valid options: {valid}")
     mode = options.get("mode")
     check_mode(mode)
-    settings = {
-        "cudagraphs": False,
-        "max_autotune": False,
-        "autotune": True,
-        "pad_matmuls": True,
-        "split_unaligned_columns": False,
-        "row_block_partials": True,
-        "group_input_kernels": False,
-    }
+    # every field but the mode is a bool option; its default is the dataclass's
+    settings = {f.name: f.default for f in fields(CompileOptions) if f.name != "mode"}
     settings.update(MODES[mode])
-    for key in (
-        "cudagraphs",
-        "max_autotune",
-        "autotune",
-        "pad_matmuls",
-        "split_unaligned_columns",
-        "row_block_partials",
-        "group_input_kernels",
-        "verify_ir",
-    ):
+    for key in settings:
         if key in options:
             if not isinstance(options[key], bool):
                 raise ValueError(f"option {key!r} takes a bool, got {options[key]!r}")

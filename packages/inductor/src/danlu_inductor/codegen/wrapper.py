@@ -416,7 +416,7 @@ class WrapperCodegen:
     def _emit_grouped(self, batch, i, pool, freed, body, future_keys):
         """Launch the groups of ``batch`` at ``i``: one grouped kernel for those whose kernels
         fit it (grouped.py), the others one by one."""
-        from danlu_inductor.codegen.triton.grouped import compose
+        from danlu_inductor.codegen.triton.grouped import compose, fits
 
         groups = [self.sched.groups[j] for j in batch]
         base = f"{self.kernel_prefix}danlu_grouped_{len(self.kernel_names)}"
@@ -424,19 +424,19 @@ class WrapperCodegen:
             self.backend.make_kernel(g, f"{base}_m{k}", self._dtypes(), set())
             for k, g in enumerate(groups)
         ]
-        fits = [k for k, art in enumerate(kernels) if compose(art.name, [art]) is not None]
-        combo = compose(base, [kernels[k] for k in fits]) if len(fits) > 1 else None
+        members = [k for k, art in enumerate(kernels) if fits(art)]
+        combo = compose(base, [kernels[k] for k in members]) if len(members) > 1 else None
         if combo is None:
-            fits = []
+            members = []
         for k, g in enumerate(groups):
-            if k not in fits:
+            if k not in members:
                 self._emit_kernel(g, i, pool, freed, body, future_keys)
         if combo is None:
             return
-        origins = [o for k in fits for o in self._origins(groups[k])]
+        origins = [o for k in members for o in self._origins(groups[k])]
         self._register_kernel(combo, origins)
-        body.append(f"# {combo.name}: {len(fits)} pointwise kernels of graph inputs, grouped")
-        for k in fits:
+        body.append(f"# {combo.name}: {len(members)} pointwise kernels of graph inputs, grouped")
+        for k in members:
             body.append(f"#   {groups[k].describe()}")
             for n in groups[k].nodes:
                 self._allocate(n, groups[k], i, pool, freed, body, future_keys)

@@ -138,16 +138,14 @@ class SchedulerNode(BaseSchedulerNode):
         dims = [*self.ranges, *layout.stride, *sizes]
         if not all(isinstance(s, (int, sympy.Integer)) for s in dims):
             return None
-        ranges = [int(s) for s in self.ranges]
-        if 1 in ranges or [int(s) for s in sizes] == ranges:
+        ranges, wanted = [int(s) for s in self.ranges], [int(s) for s in sizes]
+        if 1 in ranges or wanted == ranges:
             return None
         strides = [int(s) for s in layout.stride]
         if len(set(strides)) != len(strides):
             return None
         perm = sorted(range(len(ranges)), key=lambda d: -strides[d])
-        if [ranges[d] for d in perm] != [int(s) for s in sizes]:
-            return None
-        return perm
+        return perm if [ranges[d] for d in perm] == wanted else None
 
     def write_index(self, index) -> sympy.Expr:
         return self.node.layout.index(index)

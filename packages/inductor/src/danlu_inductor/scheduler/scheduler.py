@@ -296,8 +296,7 @@ class Scheduler:
                 fused_any = True
             if not fused_any:
                 break
-        unique = {id(g): g for g in self.node_group.values()}
-        return list(unique.values())
+        return self._groups_in_order()
 
     def _groups_in_order(self):
         """The current groups, by their first node in the graph: the candidate pairs (and so

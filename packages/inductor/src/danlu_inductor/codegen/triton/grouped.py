@@ -64,6 +64,11 @@ def compose(name: str, members: list) -> object | None:
     return TritonKernelArtifact(name, source, params, False, "pointwise", total, 1, sig, [])
 
 
+def fits(art) -> bool:
+    """Can ``art``'s kernel be a member of a grouped kernel?"""
+    return _member_body(art, "", "0") is not None
+
+
 def _member_body(art, prefix: str, offset: str) -> list[str] | None:
     """The statements of ``art``'s kernel, its names prefixed and its program id relative
     to ``offset`` (an expression of XBLOCK); None when it does not fit a grouped kernel."""
