@@ -30,18 +30,10 @@ grep -E '^\||"way"|requests|specialis|Eq\(' /tmp/dsd-dyn.txt | head -40 | tee -a
 echo "== kernel cases rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
 tail -5 /tmp/dsd-cases.txt | tee -a "$OUT/log.txt"
 infer_profile() {  # model, danlu-opt's options: reduce-overhead beside torch.compile's, an A/B
-  local model=$1 opts=$2 budget
-  budget=$(( $(left) - 10 ))
-  [ "$budget" -gt 90 ] || { echo "$model: no time left" | tee -a "$OUT/log.txt"; return; }
-  timeout "$budget" python3 benchmarks/gpu_profile.py --model "$model" --mode infer \
-    --backends torch-ro,danlu-ro,danlu,danlu-opt --danlu-options "$opts" \
-    --iters 5 --out /tmp/dsd-p > "/tmp/dsd-$model.txt" 2>&1
-  echo "== $model infer rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
+  profile_model "$1" infer torch-ro,danlu-ro,danlu,danlu-opt "$2" 90 || return
   # the kernel lists too: no per-kernel profile of either model's inference exists yet
-  grep -E "^== |^ +[0-9.]+ ms|compile phases|first runs" "/tmp/dsd-$model.txt" | head -160 \
-    > "$OUT/kernels_${model}_infer.txt"
-  grep -E "^== |compile phases|first runs" "/tmp/dsd-$model.txt" | tee -a "$OUT/log.txt"
-  cp "/tmp/dsd-p/profile_${model}_infer.md" "$OUT/" 2>/dev/null
+  grep -E "^== |^ +[0-9.]+ ms|compile phases|first runs" "/tmp/dprof-$1-infer.txt" | head -160 \
+    > "$OUT/kernels_$1_infer.txt"
 }
 infer_profile convnext_tiny '{"group_input_kernels": true}'
 infer_profile gpt2 '{"split_unaligned_columns": true}'  # the LM head without a padded weight

@@ -20,18 +20,7 @@ mkdir -p "$OUT"
 unset TRITON_CACHE_DIR
 export DANLU_CACHE_DIR=/tmp/dsv-cache
 rm -rf /tmp/dsv-cache
-profile() {  # model, backends, [danlu options]
-  local model=$1 backends=$2 opts=${3:-'{}'} budget
-  budget=$(( $(left) - 10 ))
-  [ "$budget" -gt 60 ] || { echo "$model: no time left" | tee -a "$OUT/log.txt"; return; }
-  timeout "$budget" python3 benchmarks/gpu_profile.py --model "$model" --mode train \
-    --backends "$backends" --danlu-options "$opts" --iters 5 --out /tmp/dsv-p \
-    > "/tmp/dsv-$model.txt" 2>&1
-  echo "== $model rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
-  grep -E "^== |compile phases|first runs|precompiled" "/tmp/dsv-$model.txt" | tee -a "$OUT/log.txt"
-  cp "/tmp/dsv-p/profile_${model}_train.md" "$OUT/" 2>/dev/null
-}
-profile llama danlu,danlu-opt,torch '{"row_block_partials": false}'
-profile resnet50 danlu,danlu-opt,torch '{"group_input_kernels": true}'
-profile vit_base_patch16_224 danlu,danlu-opt,torch '{"group_input_kernels": true}'
+profile_model llama train danlu,danlu-opt,torch '{"row_block_partials": false}'
+profile_model resnet50 train danlu,danlu-opt,torch '{"group_input_kernels": true}'
+profile_model vit_base_patch16_224 train danlu,danlu-opt,torch '{"group_input_kernels": true}'
 tail -30 "$OUT"/profile_*_train.md 2>/dev/null | grep -E "^\||^==>" | head -60
