@@ -162,3 +162,58 @@ def test_saved_tensor_hooks_that_change_strides_keep_the_promise():
         torch.testing.assert_close(gx, rx)
         torch.testing.assert_close(gw, rw)
     assert any(isinstance(s, list) and any(s) for s in seen), seen
+
+
+def _scaled_by_running_buffer(x, buf):
+    # the partitioner saves `view` (a strided slice of a buffer the program then writes: 4
+    # values instead of the 24 of the sum), so the call clones it before the write, the way
+    # a batch norm's backward could read a statistic the step also updates in place
+    view = buf[:, ::2]
+    out = (x * (view.expand_as(x) + x).sin()).sum(0)
+    buf.add_(1.0)
+    return out
+
+
+def _reference_grad(x, buf_before):
+    x_r = x.detach().requires_grad_()
+    ref = (x_r * (buf_before[:, ::2].expand_as(x_r) + x_r).sin()).sum(0)
+    (grad,) = torch.autograd.grad(ref.square().sum(), x_r)
+    return grad
+
+
+def test_saved_views_of_written_inputs_keep_their_promised_layout(monkeypatch):
+    import danlu_aotautograd.runtime.compiled_function as cf
+
+    clones: list = []
+    keep = cf._clone_keeping_layout
+    monkeypatch.setattr(cf, "_clone_keeping_layout", lambda t: clones.append(t.stride()) or keep(t))
+    seen: list = []
+    gen = torch.Generator().manual_seed(torch.seed() % 2**31)
+    compiler = _recording_compiler(seen)
+    buf = torch.randn(3, 8, generator=gen)[1:2]
+    x = torch.randn(6, 4, generator=gen, requires_grad=True)
+    gm = torch.fx.symbolic_trace(_scaled_by_running_buffer)
+    compiled = da.aot_graph(gm, [x, buf.clone()], compiler, compiler)
+    for _ in range(3):
+        x = torch.randn(6, 4, generator=gen, requires_grad=True)
+        before = buf.clone()
+        out = compiled(x, buf)
+        torch.testing.assert_close(buf, before + 1)  # the write reached the caller's buffer
+        (gx,) = torch.autograd.grad(out.square().sum(), x)
+        # the old value, in the slice's strides: the recording compiler asserts the backward
+        # was called with the layout it was promised
+        torch.testing.assert_close(gx, _reference_grad(x, before))
+    assert clones == [(8, 2)] * 3
+    backwards = [s for s in seen if isinstance(s, list)]
+    assert backwards and all(any(b[:-1]) for b in backwards), seen
+
+
+def test_clone_keeping_layout_copies_strided_and_overlapping_views():
+    from danlu_aotautograd.runtime.compiled_function import _clone_keeping_layout
+
+    base = torch.randn(5, 9)
+    for view in (base[1:, ::2], base.t()[2:], base[:, :1].expand(5, 4), base[2:4, 3:7]):
+        copy = _clone_keeping_layout(view)
+        assert copy.stride() == view.stride() and copy.shape == view.shape
+        assert copy.untyped_storage().data_ptr() != base.untyped_storage().data_ptr()
+        torch.testing.assert_close(copy, view)

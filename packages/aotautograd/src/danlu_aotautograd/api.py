@@ -415,8 +415,9 @@ class AotFunction:
                 partition.forward.meta["input_layouts_fixed"] = True
             fw = self.fw_compiler(partition.forward, _placeholder_values(partition.forward))
             bw_inputs, known = _saved_layouts(fw, partition.backward, program.num_fw_outputs)
-            if dynamic_dims is None and not program.written_inputs and any(known):
-                # saved values of an input the program writes are cloned at run time
+            if dynamic_dims is None and any(known):
+                # saved values of an input the program writes are cloned at run time, in
+                # their own layout (_clone_keeping_layout), so the promise holds for them too
                 partition.backward.meta["input_layouts_fixed"] = known
             bw = self.bw_compiler(partition.backward, bw_inputs)
             timings["compile"] = time.perf_counter() - start

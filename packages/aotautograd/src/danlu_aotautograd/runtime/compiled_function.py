@@ -169,6 +169,18 @@ def _saved_tensor_hooks_active() -> bool:
     return True if top is None else top(False) is not None
 
 
+def _clone_keeping_layout(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` with its sizes and strides (the backward may have been promised them).
+    ``clone`` keeps the strides of a dense tensor only; a strided or overlapping view (a
+    slice of a written buffer) is copied as the storage span it covers, viewed the same way."""
+    copy = t.clone()
+    if copy.stride() == t.stride() or t.numel() == 0:
+        return copy
+    span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    segment = t.as_strided((span,), (1,), t.storage_offset()).clone()
+    return segment.as_strided(t.shape, t.stride(), 0)
+
+
 def _with_layouts(tensors, layouts):
     """``tensors`` in the (sizes, strides) they had when saved (None: as they are)."""
     if layouts is None:
@@ -204,7 +216,7 @@ class _CompiledFunction(torch.autograd.Function):
             # the caller's tensor changes after this call; backward must see the old value
             written = {args[i].untyped_storage().data_ptr() for i in prog.written_inputs}
             saved = [
-                s.clone()
+                _clone_keeping_layout(s)
                 if isinstance(s, torch.Tensor) and s.untyped_storage().data_ptr() in written
                 else s
                 for s in saved
