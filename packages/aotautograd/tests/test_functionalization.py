@@ -294,6 +294,36 @@ def _check_write_back(dev):
     x, y = torch.arange(3.0, device=dev), torch.zeros(3, device=dev)
     write_back([y, x], [x, torch.full((3,), 9.0, device=dev)])
     assert y.tolist() == [0.0, 1.0, 2.0] and x.tolist() == [9.0, 9.0, 9.0]
+    # a value the compiler computed into its target (the target itself, or a new tensor of
+    # the same memory): nothing to copy, but the target's version moves as eager's add_ did
+    z, w = torch.arange(4.0, device=dev), torch.zeros(4, device=dev)
+    versions = z._version, w._version
+    write_back([z, w], [z.view(4), torch.ones(4, device=dev)])
+    assert z.tolist() == [0.0, 1.0, 2.0, 3.0] and w.tolist() == [1.0] * 4
+    assert z._version > versions[0] and w._version > versions[1]
+
+
+def test_written_inputs_are_offered_to_the_compiler():
+    # the forward graph tells its compiler which outputs are new values of which inputs
+    seen = []
+
+    def compiler(gm, examples):
+        seen.append((gm.meta.get("shape_env") is not None, gm.meta.get("outputs_into_inputs")))
+        return da.run_graph(gm, examples)
+
+    def f(x, rm):
+        rm.mul_(0.5).add_(x.detach().mean(0))
+        return (x * 2).sum()
+
+    x, rm = torch.randn(4, 3, requires_grad=True), torch.randn(3)
+    expected = rm * 0.5 + x.detach().mean(0)
+    out = da.aot_function(f, compiler, compiler)(x, rm)
+    out.backward()
+    torch.testing.assert_close(rm, expected)
+    # output 1 (after the loss) is input 1's new value; symbolic programs (the dynamic rerun
+    # of this file) offer nothing: their inputs' layouts are not promised
+    dynamic, offered = seen[0]
+    assert offered == (None if dynamic else {1: 1}), seen
 
 
 def test_batch_norm_running_stats_after_compiled_training_steps():

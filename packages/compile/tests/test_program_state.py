@@ -102,3 +102,35 @@ def test_activation_checkpointing_inside(backend):
     f(x).backward()
     torch.testing.assert_close(got[0], x.grad)
     torch.testing.assert_close(got[1], lin.weight.grad)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_norm_running_statistics_and_their_versions(backend):
+    # the inductor backend computes the new running statistics into the module's buffers
+    # (no allocation and copy back); values, the step counter and the buffers' version
+    # counters must come out as eager's, in training and in a no-grad call in train mode
+    import copy
+
+    torch.manual_seed(torch.seed() % 2**31)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 6, 3), torch.nn.BatchNorm2d(6), torch.nn.ReLU(), torch.nn.BatchNorm2d(6)
+    ).train()
+    ref = copy.deepcopy(net)
+    compiled = danlu.compile(net, backend=backend)
+    buffers = dict(net.named_buffers())
+    versions = {n: b._version for n, b in buffers.items()}
+    for step in range(3):
+        x = torch.randn(4, 3, 9, 9)
+        if step == 2:
+            with torch.no_grad():
+                torch.testing.assert_close(compiled(x), ref(x), rtol=1e-4, atol=1e-4)
+        else:
+            out, want = compiled(x), ref(x)
+            torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
+            out.square().sum().backward()
+            want.square().sum().backward()
+    for name, b in ref.named_buffers():
+        torch.testing.assert_close(buffers[name], b, rtol=1e-5, atol=1e-5)
+        assert buffers[name]._version > versions[name], name  # written, as eager's add_
+    for p, q in zip(net.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-3)

@@ -56,3 +56,25 @@ def test_the_first_call_records_its_time_once():
     assert isinstance(first, float) and first >= 0
     guard([x])
     assert report["first_run_s"] == first and calls == [1, 1]  # later calls leave it
+
+
+class _Update(torch.nn.Module):
+    def forward(self, x, stat):
+        return (x - stat, stat * 0.9 + x.mean(0) * 0.1)
+
+
+def test_inputs_written_before_a_failing_kernel_are_restored_for_the_eager_rerun():
+    # the wrapper computes the second output into `stat` (in place) and then a later kernel
+    # fails: the eager rerun must start from the caller's old statistic, not the half-updated
+    def half_written(args):
+        x, stat = args
+        stat.mul_(0.9).add_(x.mean(0) * 0.1)  # what the in-place kernel did
+        raise KernelLaunchError("kernel3 failed to launch")
+
+    x, stat = torch.randn(6, 4), torch.randn(4)
+    old = stat.clone()
+    guard = FirstCallGuard(half_written, _Update(), {}, written=(1,))
+    centered, new = guard([x, stat])
+    torch.testing.assert_close(stat, old)  # the caller's tensor as it was; aotautograd writes
+    torch.testing.assert_close(new, old * 0.9 + x.mean(0) * 0.1)  # the new value back itself
+    torch.testing.assert_close(centered, x - old)

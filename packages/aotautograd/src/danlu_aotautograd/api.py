@@ -413,6 +413,7 @@ class AotFunction:
             partition.forward.meta["saved_for_backward_from"] = program.num_fw_outputs
             if dynamic_dims is None:
                 partition.forward.meta["input_layouts_fixed"] = True
+                _offer_writes_in_place(program, partition.forward)
             fw = self.fw_compiler(partition.forward, _placeholder_values(partition.forward))
             bw_inputs, known = _saved_layouts(fw, partition.backward, program.num_fw_outputs)
             if dynamic_dims is None and any(known):
@@ -430,6 +431,7 @@ class AotFunction:
             _mark_shape_env(program, gm)
             if dynamic_dims is None:
                 gm.meta["input_layouts_fixed"] = True
+                _offer_writes_in_place(program, gm)
             start = time.perf_counter()
             fw = self.inference_compiler(gm, _placeholder_values(gm))
             timings["compile"] = time.perf_counter() - start
@@ -458,6 +460,17 @@ class AotFunction:
             raise AotNotSupported(why)
         warnings.warn(f"danlu_aotautograd: running eagerly: {why}", stacklevel=4)
         return False
+
+
+def _offer_writes_in_place(program, gm: fx.GraphModule) -> None:
+    """Tell the compiler which outputs are the new values of inputs the program writes
+    (``meta["outputs_into_inputs"]``: output position -> input position). It may compute such
+    a value into the input itself and return the input: ``write_back`` then skips the copy
+    (batch norm's running statistics: three allocations and copies per layer a step)."""
+    if program.written_inputs:
+        gm.meta["outputs_into_inputs"] = {
+            program.num_roots + j: i for j, i in enumerate(program.written_inputs)
+        }
 
 
 def _mark_shape_env(program, *graphs) -> None:

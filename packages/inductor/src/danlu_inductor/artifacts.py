@@ -133,7 +133,13 @@ def load_graph(meta: dict, tensors: dict):
         fns, _, source = TritonBackend().build(build["names"], build["sources"])
         consts = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in consts.items()}
         inner = load_call(meta["wrapper"], wrapper_name, fns, consts, device)
-        call = FirstCallGuard(inner, None, report, check_err=build["check_err"])
+        call = FirstCallGuard(
+            inner,
+            None,
+            report,
+            check_err=build["check_err"],
+            written=build.get("written_inputs", ()),
+        )
     else:
         raise ValueError(f"unknown graph backend {backend!r}")
     out_spec = pytree.treespec_loads(meta["out_spec"])

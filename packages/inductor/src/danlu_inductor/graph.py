@@ -73,6 +73,14 @@ class GraphLowering:
             self.fixed_layout_inputs = {n for n, f in zip(placeholders, fixed) if f}
         else:
             self.fixed_layout_inputs = set(placeholders) if fixed else set()
+        # output position -> the input (placeholder name) whose new value it is: the wrapper
+        # may compute it into that input (aotautograd's written inputs; write_back then
+        # leaves it alone)
+        into = gm.meta.get("outputs_into_inputs") or {}
+        self.outputs_into_inputs = {
+            k: placeholders[i] for k, i in into.items() if 0 <= i < len(placeholders)
+        }
+        self.into_inputs: dict[str, str] = {}  # output buffer name -> input name (filled below)
         self.example_inputs = list(example_inputs)
         self.buffers: list[ir.Buffer] = []
         self.name_to_buffer: dict[str, ir.Buffer] = {}
@@ -387,7 +395,14 @@ class GraphLowering:
             if isinstance(value, ir.StorageBox) and isinstance(value.data, ir.Loops):
                 if stride is not None:
                     stride = strides_for_order(value.get_size(), [hint(s) for s in stride])
-                result.append(value.realize(stride))
+                if i in self.outputs_into_inputs:  # computed in the input's own layout
+                    target = self.graph_inputs.get(self.outputs_into_inputs[i])
+                    if target is not None and list(target.layout.size) == list(value.get_size()):
+                        stride = list(target.layout.stride)
+                out = value.realize(stride)
+                if i in self.outputs_into_inputs and isinstance(out, ir.ComputedBuffer):
+                    self.into_inputs.setdefault(out.get_name(), self.outputs_into_inputs[i])
+                result.append(out)
             else:
                 out = ir.realize_input(value, stride)
                 if stride is not None and _other_strides(out, stride) and not _row_padded(out):

@@ -104,12 +104,30 @@ def resolve_lazy_views(flat_args: list, positions: tuple) -> list:
     return out
 
 
+def _same_memory(target, value) -> bool:
+    """``value`` is ``target``'s own memory, element for element (the compiler wrote the
+    new value in place)."""
+    return (
+        isinstance(value, torch.Tensor)
+        and value.data_ptr() == target.data_ptr()
+        and value.stride() == target.stride()
+        and value.shape == target.shape
+        and value.dtype == target.dtype
+    )
+
+
 def write_back(targets: list, values: list) -> None:
     """Copy each new value into the caller's tensor the program wrote to. Batch norm writes
     three buffers per layer (ResNet-50: 159 a step); one multi-tensor copy per device and
     dtype replaces a copy launch per buffer. When any two of the tensors share memory, the
     copies run one by one, in order, as eager's in-place writes did."""
     foreach = getattr(torch, "_foreach_copy_", None)
+    pairs = [(t, v) for t, v in zip(targets, values) if not _same_memory(t, v)]
+    if len(pairs) < len(targets):  # computed into the input itself: only its version moves
+        for t, v in zip(targets, values):
+            if _same_memory(t, v):
+                torch.autograd.graph.increment_version(t)
+        targets, values = [t for t, _ in pairs], [v for _, v in pairs]
     tensors = [x for pair in zip(targets, values) for x in pair if isinstance(x, torch.Tensor)]
     storages = {x.untyped_storage().data_ptr() for x in tensors}
     if foreach is None or len(targets) < 2 or len(storages) != len(tensors):

@@ -59,6 +59,17 @@ def _ints(exprs):
 _OVERLOAD = re.compile(r"(_(default|tensor|scalar|self|dim_int_list|dim|int|correction|input))+$")
 
 
+def _names(name: str):
+    """A test of a graph output: is it buffer ``name``, or a view of it?"""
+
+    def test(o) -> bool:
+        if isinstance(o, ir.ReinterpretView):
+            return o.buffer.get_name() == name
+        return isinstance(o, ir.Buffer) and o.get_name() == name
+
+    return test
+
+
 def describe_kernel(has_reduction: bool, origins) -> str:
     """``danlu_red_native_layer_norm_permute``: the kind of loop and the first few ATen ops
     (FX node names without their counters) a kernel was fused from."""
@@ -110,6 +121,8 @@ class WrapperCodegen:
         self.kernel_nargs: dict[str, int] = {}
         self.kernel_nsizes: dict[str, int] = {}  # int64 size arguments after the pointers
         self.memory_log: list[str] = []
+        # positions of the graph inputs some output was computed into (in place)
+        self.written_inputs: list[int] = []
         # C++ graphs keep their intermediate buffers between calls (codegen/workspace.py)
         self.workspace = (
             workspace.Workspace() if not self.pass_tensors and workspace.enabled() else None
@@ -461,6 +474,12 @@ class WrapperCodegen:
     def _allocate(self, n, grp, i, pool, freed, body, future_keys):
         buf = n.node
         key = self._key(buf)
+        target = self.graph.into_inputs.get(buf.name)
+        if target is not None and self._writes_into_input(n, grp, i, target):
+            body.append(f"{buf.name} = {target}  # the new value of input {target}, in place")
+            self.memory_log.append(f"{buf.name} written in place into input {target}")
+            self.written_inputs.append(self.graph.graph_input_names.index(target))
+            return
         # in place: an input of this kernel that dies here, read only where we write
         if True:
             write = grp.write_in_kernel(n)
@@ -494,6 +513,38 @@ class WrapperCodegen:
                     freed.add(cand)
                     return
         self._allocate_buffer(buf, pool, body)
+
+    def _writes_into_input(self, n, grp, i, target) -> bool:
+        """Whether output ``n`` (the new value of graph input ``target``) may be stored into
+        the input itself: the caller's tensor as it is (its layout promised, so no checked
+        copy stands in for it) with ``n``'s layout; no later kernel, no library call and no
+        output reads the old value; in this kernel only ``n``'s own element is read before it
+        is written (as for intermediates written in place, below)."""
+        graph = self.graph
+        inp = graph.graph_inputs.get(target)
+        if (
+            inp is None
+            or target not in graph.fixed_layout_inputs
+            or not all(map(is_static, (*inp.layout.size, *inp.layout.stride)))
+            or self._key(inp) != self._key(n.node)
+            or target in self.output_names
+            or self.last_use.get(target, -1) > i
+            or sum(map(_names(n.name), graph.graph_outputs)) != 1
+        ):
+            return False
+        for g in self.sched.groups:
+            if g.is_extern and any(target in m.read_names for m in g.nodes):
+                return False  # a library call may hand on a view of it
+        write = grp.write_in_kernel(n)
+        readers = [
+            (m, idx, ind)
+            for m in grp.nodes
+            for nm, idx, ind in grp.reads_in_kernel(m)
+            if nm == target
+        ]
+        if any(m is not n for m, _, _ in readers):
+            return False
+        return all(not ind and sympy.expand(idx - write) == 0 for _, idx, ind in readers)
 
     def _allocate_buffer(self, buf, pool, body):
         """A dead buffer of the same layout (reused), else a new one."""

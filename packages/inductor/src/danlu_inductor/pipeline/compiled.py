@@ -75,10 +75,14 @@ class FirstCallGuard:
     """Runs the wrapper's ``call``; if a Triton kernel fails on the first call (it compiles
     on first use when it was not compiled ahead), the graph runs eagerly from then on."""
 
-    def __init__(self, call, gm, report, check_err=False, output_layouts=None):
+    def __init__(self, call, gm, report, check_err=False, output_layouts=None, written=()):
         self.call = call
         self.gm = gm
         self.report = report
+        # positions of the inputs the wrapper computes new values into: the first call keeps
+        # their old values, so a kernel failing after some of them were written leaves the
+        # caller's state (batch norm's running statistics) as it was for the eager rerun
+        self.written = tuple(written)
         # per flat output, the (sizes, strides) the compiled code returns it with, or None:
         # an eager fallback keeps them, since a backward compiled for the saved values'
         # layouts reads them without checking (aotautograd's per-input layout promise)
@@ -100,10 +104,14 @@ class FirstCallGuard:
         if not self.first:
             return self._checked(self.call(args))
         saved = list(args)
+        before = [(saved[i], saved[i].clone()) for i in self.written if i < len(saved)]
         start = time.perf_counter()
         try:
             out = self.call(args)
         except KernelLaunchError as e:
+            with torch.no_grad():
+                for t, old in before:
+                    t.copy_(old)
             if self.gm is None:  # loaded from an artifact: the caller falls back
                 raise
             log.warning("danlu_inductor: %s; running the graph eagerly from now on", e)

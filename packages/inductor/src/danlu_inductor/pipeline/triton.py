@@ -191,6 +191,7 @@ def compile_triton(gm, example_inputs, device: torch.device, opts) -> CompiledGr
         report,
         check_err=defer and wrapper.uses_err,
         output_layouts=graph.output_layouts,
+        written=wrapper.written_inputs,
     )
     compiled = CompiledGraph(
         guarded, graph.out_spec, wrapper.source, module_source, graph, scheduler, report
@@ -204,6 +205,7 @@ def compile_triton(gm, example_inputs, device: torch.device, opts) -> CompiledGr
         "sources": list(wrapper.kernel_sources),
         "device": str(device),
         "check_err": bool(defer and wrapper.uses_err),
+        "written_inputs": list(wrapper.written_inputs),
     }
     return compiled
 
