@@ -7,6 +7,9 @@
 #
 #   OUT=/some/dir bash benchmarks/gpu_session_check.sh
 #
+# SUITE_MODELS / SUITE_MODES (default all / train,infer) narrow the suite when a session has
+# less device time than a whole call.
+#
 # Writes at most 8 files: $OUT/checks.txt, $OUT/suite/{results.json,table.md,run.log},
 # $OUT/autotune.jsonl (every kernel the suite's danlu workers tuned: each candidate's build
 # seconds and time; `python benchmarks/autotune_log.py` summarizes it),
@@ -28,7 +31,8 @@ mkdir -p "$OUT/suite"
 echo "checks done at $((SECONDS - start)) s"; cat "$OUT/checks.txt"
 suite_limit=$((LIMIT - 40 - (SECONDS - start)))  # the suite first; the profile gets what is left
 DANLU_AUTOTUNE_LOG=$OUT/autotune.jsonl OUT=$OUT/suite SUITE_SKIP_INSTALL=1 SUITE_LIMIT=$suite_limit bash benchmarks/gpu_suite.sh \
-  --models all --modes train,infer --backends eager,torch,danlu,torch-ro,danlu-ro --jobs 8 \
+  --models "${SUITE_MODELS:-all}" --modes "${SUITE_MODES:-train,infer}" \
+  --backends eager,torch,danlu,torch-ro,danlu-ro --jobs 8 \
   --time-budget $((suite_limit - 40)) > /tmp/dsc-suite.txt 2>&1
 echo "suite rc=$? at $((SECONDS - start)) s"
 rm -rf "$OUT/suite/speedups.png" "$OUT/suite/.workers" "$OUT/suite/.timing.lock"  # 8 files come back

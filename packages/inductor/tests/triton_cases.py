@@ -492,6 +492,22 @@ CASES["grouped_input_kernels"] = (
 )
 
 
+def _gradient_casts(x, a, b, c):
+    # a mixed-precision backward's end: weight gradients from library matmuls (16-bit), then
+    # each cast to its float32 parameter's dtype, one after the other: one grouped kernel
+    xt = x.t()
+    return (xt @ a).float(), (xt @ b).float(), (xt @ c).float()
+
+
+CASES["grouped_gradient_casts"] = (
+    _gradient_casts,
+    lambda: [
+        torch.randn(64, n, dtype=torch.bfloat16) for n in (48, 40, 130, 8)
+    ],  # 16-bit already: the interpreter rounds fp32 -> bf16 unlike torch
+    {"pointwise"},
+)
+
+
 def _residual_chain(x, *rest):
     """A residual stack's backward recompute: every layer's residual (the input plus the
     branch results so far) normalized by its saved row statistics, then the last one's row
@@ -558,6 +574,7 @@ CASES["lm_head_split_columns"] = (
 # danlu_inductor options a case compiles with
 CASE_OPTIONS = {
     "grouped_input_kernels": {"group_input_kernels": True},
+    "grouped_gradient_casts": {"group_input_kernels": True},
     "lm_head_split_columns": {"split_unaligned_columns": True},
 }
 
@@ -574,6 +591,7 @@ KERNEL_COUNTS = {
     "batch_norm_training_split_stats_channels_last": 3,
     "split_var_mean_offset": 2,
     "tiny_counters": 2,  # the three counters, the relu
+    "grouped_gradient_casts": 1,  # the three results' casts, grouped
     # the log-softmax's two passes and the sum's second stage: no copy of the padded weight
     "lm_head_split_columns": 3,
     # the scaled weight, the casts, the scaled bias and the counter: one grouped kernel

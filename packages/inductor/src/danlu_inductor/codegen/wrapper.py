@@ -291,6 +291,7 @@ class WrapperCodegen:
             if self.group_input_kernels
             else set()
         )
+        self.runs = self._standalone_runs() if self.group_input_kernels else {}
         for i, grp in enumerate(self.sched.groups):
             if i in done:
                 pass
@@ -304,6 +305,8 @@ class WrapperCodegen:
                 self._extern_call(node, body)
             else:
                 batch = self._input_batch(i, done) if i in self.input_only else [i]
+                if len(batch) == 1 and i in self.runs:
+                    batch = self.runs[i]
                 if len(batch) > 1:
                     self._emit_grouped(batch, i, pool, freed, body, future_keys)
                     done.update(batch[1:])
@@ -407,6 +410,50 @@ class WrapperCodegen:
             return False
         return all(is_static(s) for s in n.ranges) and not self._local_buffers(grp)
 
+    def _standalone(self, grp) -> bool:
+        """A single-node pointwise group of static size with nothing kept in registers."""
+        if grp.is_extern or grp.has_reduction or len(grp.nodes) != 1:
+            return False
+        n = grp.nodes[0]
+        if n.name not in self.output_names and not n.users:
+            return False
+        return all(is_static(s) for s in n.ranges) and not self._local_buffers(grp)
+
+    def _standalone_runs(self) -> dict[int, list[int]]:
+        """Runs of consecutive standalone groups none of which reads another's result (a
+        backward's weight-gradient casts, one after each other at its end): each run is
+        launched as one grouped kernel at its first place, up to GROUPED_MAX_BYTES of results.
+        First index -> the run's groups."""
+        runs: dict[int, list[int]] = {}
+        run: list[int] = []
+        made: set[str] = set()
+        nbytes = 0
+
+        def close():
+            if len(run) > 1:
+                runs[run[0]] = list(run)
+
+        for j, grp in enumerate(self.sched.groups):
+            ok = j not in self.input_only and self._standalone(grp)
+            size = self._stored_bytes(grp) if ok else 0
+            n = grp.nodes[0]
+            # what it reads and waits for comes before the run (moved earlier, it must not
+            # need another member)
+            if (
+                ok
+                and run
+                and not ((n.read_names | n.deps) & made)
+                and (nbytes + size <= GROUPED_MAX_BYTES and len(run) < GROUPED_MAX_KERNELS)
+            ):
+                run.append(j)
+                made.add(grp.nodes[0].name)
+                nbytes += size
+                continue
+            close()
+            run, made, nbytes = ([j], {grp.nodes[0].name}, size) if ok else ([], set(), 0)
+        close()
+        return runs
+
     def _input_batch(self, i, done) -> list[int]:
         """Group ``i`` and the later groups like it (``self.input_only``), up to
         GROUPED_MAX_BYTES of results: launched together at ``i``. Their results are allocated
@@ -448,7 +495,7 @@ class WrapperCodegen:
             return
         origins = [o for k in members for o in self._origins(groups[k])]
         self._register_kernel(combo, origins)
-        body.append(f"# {combo.name}: {len(members)} pointwise kernels of graph inputs, grouped")
+        body.append(f"# {combo.name}: {len(members)} independent pointwise kernels, grouped")
         for k in members:
             body.append(f"#   {groups[k].describe()}")
             for n in groups[k].nodes:
