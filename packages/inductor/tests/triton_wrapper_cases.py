@@ -444,6 +444,33 @@ def run_cudagraph_runner_logic():
             M.t_()
         alive.append(torch.randn(6, 6))
         torch.testing.assert_close(r4(M, alive[-1])[0], M + alive[-1])
+    # outputs handed over (aotautograd's inference graphs): a replay returns the graph's own
+    # memory while the caller holds no earlier result; a held result sends the call around
+    # the graph (fresh memory), and after MAX_HELD_CALLS such calls the runner copies again
+    r5 = cudagraphs.CudaGraphRunner(c, (), share_outputs=True)
+    r5._record = runner._record
+    w = _nc(50, 16)
+    ptrs = []
+    for _ in range(5):  # each result dropped before the next call
+        idx, x = make()
+        got = r5(idx, w, x)
+        torch.testing.assert_close(got, fn(idx, w, x))
+        ptrs.append(got[0].data_ptr())
+        del got
+    assert len(set(ptrs[1:])) == 1, ptrs  # every replay: the graph's memory, no copy
+    held = []
+    for _ in range(5):  # every result kept
+        idx, x = make()
+        held.append((r5(idx, w, x), [r.clone() for r in fn(idx, w, x)]))
+    for got, ref in held:
+        torch.testing.assert_close(got, ref)
+    assert held[0][0][0].data_ptr() == ptrs[-1]  # the first kept one was a replay's
+    assert len({got[0].data_ptr() for got, _ in held}) == 5
+    sharing = r5.report.get("cudagraphs_outputs", "")
+    assert sharing.startswith("copied"), r5.report
+    held.clear()
+    idx, x = make()
+    torch.testing.assert_close(r5(idx, w, x), fn(idx, w, x))  # replayed again, copied out
     gm3.meta["input_layouts_fixed"] = [True, False]
     promised = sorted(cudagraphs.promised_layouts(gm3, 2))
     gm3.meta["input_layouts_fixed"] = True
@@ -454,6 +481,7 @@ def run_cudagraph_runner_logic():
         "mutation": r2.report["cudagraphs"],
         "restrided": r3.report["cudagraphs"],
         "transposed_in_place": r4.report["cudagraphs"],
+        "outputs_handed_over": sharing,
     }
 
 

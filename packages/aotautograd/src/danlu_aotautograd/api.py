@@ -429,6 +429,9 @@ class AotFunction:
         else:
             gm = program.graph_module
             _mark_shape_env(program, gm)
+            # the runtime hands every output on (to the caller, or copied into a written
+            # input) and keeps none: a CUDA-graph compiler may return its own output memory
+            gm.meta["outputs_handed_over"] = True
             if dynamic_dims is None:
                 gm.meta["input_layouts_fixed"] = True
                 _offer_writes_in_place(program, gm)

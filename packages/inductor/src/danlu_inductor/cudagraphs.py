@@ -6,9 +6,14 @@ captured static buffers and replay. An input that sat at the same address on the
 before a capture (parameters, buffers) is read in place, not copied; if its address changes
 later, it is copied from then on and the graph is captured again (at most
 ``MAX_RECAPTURES`` times, then replays stop).
-Graphs are captured into one memory pool per device. Outputs are cloned out of the pool
-after each replay, so a result stays valid after the next call (the cost: one copy of each
-output). The gather bounds flag is read once after the replay (one sync when the graph has
+Graphs are captured into one memory pool per device. A result must stay valid after the
+next call. Outputs are cloned out of the pool after each replay (the cost: one copy of each
+output; GPT-2's logits are 412 MB), except for graphs whose caller hands the outputs on and
+keeps none (``meta["outputs_handed_over"]``: aotautograd's inference graphs). Those return
+the graph's own output tensors; before each replay the runner counts the references to
+their memory (``torch._C._storage_Use_Count``), and while the caller still holds an earlier
+result (or a view of one) the call runs without the graph, into fresh memory. After
+``MAX_HELD_CALLS`` such calls the runner clones again. The gather bounds flag is read once after the replay (one sync when the graph has
 gathers), not inside the captured region.
 
 Not captured, with the reason in ``report["cudagraphs"]``: graphs that run eagerly, inputs
@@ -29,6 +34,7 @@ from danlu_inductor.runtime import FlagWatch
 log = logging.getLogger("danlu_inductor")
 
 MAX_RECAPTURES = 4
+MAX_HELD_CALLS = 3  # calls that found an earlier result still held, before cloning again
 
 _aten = torch.ops.aten
 SYNCING_OPS = {
@@ -130,7 +136,16 @@ def wrap_cudagraphs(compiled, gm, example_inputs):
         compiled.report["cudagraphs"] = f"skipped: {reason}"
         log.info("danlu_inductor: CUDA graphs skipped: %s", reason)
         return compiled
-    return CudaGraphRunner(compiled, mutated, promised_layouts(gm, len(example_inputs)))
+    return CudaGraphRunner(
+        compiled,
+        mutated,
+        promised_layouts(gm, len(example_inputs)),
+        share_outputs=bool(gm.meta.get("outputs_handed_over")),
+    )
+
+
+def _use_count(storage) -> int:
+    return torch._C._storage_Use_Count(storage._cdata)
 
 
 def promised_layouts(gm, n: int) -> frozenset:
@@ -151,8 +166,12 @@ class CudaGraphRunner:
     visited to be copied. ResNet-50 has 320 inputs read in place; a check of each one's
     address, sizes and strides cost about 1 us apiece."""
 
-    def __init__(self, compiled, mutated, fixed_layouts=frozenset()):
+    def __init__(self, compiled, mutated, fixed_layouts=frozenset(), share_outputs=False):
         self.compiled = compiled
+        # return the graph's own outputs while the caller holds none of them (module doc)
+        self.share_outputs = share_outputs and hasattr(torch._C, "_storage_Use_Count")
+        self.shared = None  # [(storage, references when the runner alone holds it)]
+        self.held_calls = 0
         self.report = compiled.report
         self.mutated = set(mutated)
         self.fixed_layouts = frozenset(fixed_layouts)
@@ -279,6 +298,7 @@ class CudaGraphRunner:
             if isinstance(o, torch.Tensor) and not keep
         ]
         self.graph, self.static_outputs = g, outs
+        self.shared = None  # counted at the first replay, before any result is handed out
         self.captures += 1
         self.report["cudagraphs"] = (
             f"captured ({self.captures}x); {len(self.static_idx)} of {len(args)} inputs read "
@@ -294,7 +314,32 @@ class CudaGraphRunner:
             outs = call(static_inputs)
         return g, outs
 
+    def _count_references(self):
+        """The references to the graph's output memory while the runner alone holds it (the
+        first replay after a capture, before any result was handed out)."""
+        storages = {}
+        for i in self.cloned:
+            st = self.static_outputs[i].untyped_storage()
+            storages.setdefault(st.data_ptr(), st)
+        self.shared = [(st, _use_count(st)) for st in storages.values()]
+
+    def _held(self) -> bool:
+        """Does the caller still hold a result returned from the graph's memory?"""
+        return any(_use_count(st) > base for st, base in self.shared)
+
     def _replay(self, args):
+        if self.share_outputs and self.shared is None:
+            self._count_references()
+        elif self.shared is not None and self._held():
+            # a replay would overwrite a result the caller still holds: this call runs
+            # without the graph, its results in fresh memory (also after the runner went
+            # back to copying, while results handed out before are alive)
+            if self.share_outputs:
+                self.held_calls += 1
+                if self.held_calls >= MAX_HELD_CALLS:
+                    self.share_outputs = False
+                    self.report["cudagraphs_outputs"] = "copied: the caller keeps results"
+            return self.compiled(*args)
         static_inputs = self.static_inputs
         for i in self.copied:
             a, s = args[i], static_inputs[i]
@@ -312,5 +357,7 @@ class CudaGraphRunner:
             args[i].copy_(static_inputs[i])
         flat = list(self.static_outputs)
         for i in self.cloned:  # results stay valid after the next replay
-            flat[i] = flat[i].clone()
+            # shared: a tensor object of its own on the graph's memory, so the caller holding
+            # it (or a view of it) shows in the memory's reference count (_held)
+            flat[i] = flat[i].detach() if self.share_outputs else flat[i].clone()
         return pytree.tree_unflatten(flat, self.out_spec)
