@@ -459,18 +459,21 @@ def run_cudagraph_runner_logic():
         del got
     assert len(set(ptrs[1:])) == 1, ptrs  # every replay: the graph's memory, no copy
     held = []
-    for _ in range(5):  # every result kept
+    for _ in range(6):  # every result kept (a list of predictions)
         idx, x = make()
         held.append((r5(idx, w, x), [r.clone() for r in fn(idx, w, x)]))
     for got, ref in held:
         torch.testing.assert_close(got, ref)
     assert held[0][0][0].data_ptr() == ptrs[-1]  # the first kept one was a replay's
-    assert len({got[0].data_ptr() for got, _ in held}) == 5
+    assert len({got[0].data_ptr() for got, _ in held}) == 6
     sharing = r5.report.get("cudagraphs_outputs", "")
     assert sharing.startswith("copied"), r5.report
-    held.clear()
+    # two calls ran around the graph, the third captured it again: replays go on while the
+    # caller keeps everything
+    replays = r5.replays
     idx, x = make()
-    torch.testing.assert_close(r5(idx, w, x), fn(idx, w, x))  # replayed again, copied out
+    torch.testing.assert_close(r5(idx, w, x), fn(idx, w, x))
+    assert r5.replays == replays + 1 and r5.captures == 2, (r5.replays, r5.captures)
     gm3.meta["input_layouts_fixed"] = [True, False]
     promised = sorted(cudagraphs.promised_layouts(gm3, 2))
     gm3.meta["input_layouts_fixed"] = True

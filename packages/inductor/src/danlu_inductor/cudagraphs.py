@@ -12,8 +12,9 @@ output; GPT-2's logits are 412 MB), except for graphs whose caller hands the out
 keeps none (``meta["outputs_handed_over"]``: aotautograd's inference graphs). Those return
 the graph's own output tensors; before each replay the runner counts the references to
 their memory (``torch._C._storage_Use_Count``), and while the caller still holds an earlier
-result (or a view of one) the call runs without the graph, into fresh memory. After
-``MAX_HELD_CALLS`` such calls the runner clones again. The gather bounds flag is read once after the replay (one sync when the graph has
+result (or a view of one) the call runs without the graph, into fresh memory. At the
+``MAX_HELD_CALLS``-th such call the runner captures the graph again, into memory of its own,
+and clones from then on. The gather bounds flag is read once after the replay (one sync when the graph has
 gathers), not inside the captured region.
 
 Not captured, with the reason in ``report["cudagraphs"]``: graphs that run eagerly, inputs
@@ -328,18 +329,21 @@ class CudaGraphRunner:
         return any(_use_count(st) > base for st, base in self.shared)
 
     def _replay(self, args):
-        if self.share_outputs and self.shared is None:
-            self._count_references()
-        elif self.shared is not None and self._held():
-            # a replay would overwrite a result the caller still holds: this call runs
-            # without the graph, its results in fresh memory (also after the runner went
-            # back to copying, while results handed out before are alive)
+        if self.shared is None:
             if self.share_outputs:
-                self.held_calls += 1
-                if self.held_calls >= MAX_HELD_CALLS:
-                    self.share_outputs = False
-                    self.report["cudagraphs_outputs"] = "copied: the caller keeps results"
-            return self.compiled(*args)
+                self._count_references()
+        elif self._held():
+            # a replay would overwrite a result the caller still holds
+            self.held_calls += 1
+            if self.held_calls < MAX_HELD_CALLS:
+                return self.compiled(*args)  # without the graph, into fresh memory
+            # the caller keeps its results: copied from now on, and captured again, into
+            # memory of its own (what the caller holds stays the caller's)
+            self.share_outputs = False
+            self.report["cudagraphs_outputs"] = "copied: the caller keeps results"
+            self._capture(args, self.static_idx)
+            if self.disabled is not None:
+                return self.compiled(*args)
         static_inputs = self.static_inputs
         for i in self.copied:
             a, s = args[i], static_inputs[i]
