@@ -11,6 +11,11 @@ import torch
 import torch.fx as fx
 from torch.utils._pytree import tree_flatten
 
+from danlu_aotautograd.compiler_promises import (
+    promise_backward,
+    promise_forward,
+    promise_inference,
+)
 from danlu_aotautograd.cse import eliminate_common_subexpressions
 from danlu_aotautograd.errors import AotNotSupported
 from danlu_aotautograd.joint import trace_program
@@ -23,7 +28,6 @@ from danlu_aotautograd.runtime.compiled_function import (
 )
 from danlu_aotautograd.softmax_stats import split_softmax_rows
 from danlu_aotautograd.tracing.attention_masks import unit_stride_attention_masks
-from danlu_aotautograd.tracing.shadow_tensor import ShadowTensor
 from danlu_primtorch.tracing.tracer import TracingError
 
 Compiler = Callable[[fx.GraphModule, list], Callable]
@@ -43,35 +47,6 @@ def _resolve_decompositions(decompositions) -> dict:
 
 def _placeholder_values(gm: fx.GraphModule) -> list:
     return [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
-
-
-def _saved_layouts(fw, backward: fx.GraphModule, num_fw_outputs: int) -> tuple[list, list]:
-    """The backward's example inputs, the saved values with the strides the compiled forward
-    gives them (``fw.output_strides``, when its compiler reports them); their placeholders'
-    ``meta["val"]`` follow. Also, per backward input, whether its layout is known: a saved
-    value whose strides the forward reported (the tensor the compiled forward returns reaches
-    the backward as it is); incoming gradients and anything unreported are not."""
-    placeholders = [n for n in backward.graph.nodes if n.op == "placeholder"]
-    values = [n.meta["val"] for n in placeholders]
-    known = [False] * len(values)
-    strides = getattr(fw, "output_strides", None)
-    if not isinstance(strides, list) or backward.meta.get("shape_env") is not None:
-        return values, known
-    for i, stride in enumerate(strides[num_fw_outputs:]):
-        if i >= len(values):
-            break
-        val = values[i]
-        if stride is None or not isinstance(val, ShadowTensor):
-            continue
-        if len(stride) != val.dim() or val.storage_offset() != 0:
-            continue
-        known[i] = True
-        if val.stride() == stride:
-            continue
-        elem = torch.empty_strided(val.shape, stride, dtype=val.dtype, device="meta")
-        new = ShadowTensor(elem, val.device, requires_grad=val.requires_grad)
-        values[i] = placeholders[i].meta["val"] = new
-    return values, known
 
 
 def _plain_tensors(values) -> bool:
@@ -406,20 +381,10 @@ class AotFunction:
                 program.graph_module, num_fw_outputs=program.num_fw_outputs
             )
             timings["partition"] = time.perf_counter() - start
-            _mark_shape_env(program, partition.forward, partition.backward)
             start = time.perf_counter()
-            # the forward's compiler may lay out the values saved for the backward as it likes
-            # (channels-last around convolutions) and say so; the backward is compiled for it
-            partition.forward.meta["saved_for_backward_from"] = program.num_fw_outputs
-            if dynamic_dims is None:
-                partition.forward.meta["input_layouts_fixed"] = True
-                _offer_writes_in_place(program, partition.forward)
+            promise_forward(program, partition.forward, partition.backward, dynamic_dims)
             fw = self.fw_compiler(partition.forward, _placeholder_values(partition.forward))
-            bw_inputs, known = _saved_layouts(fw, partition.backward, program.num_fw_outputs)
-            if dynamic_dims is None and any(known):
-                # saved values of an input the program writes are cloned at run time, in
-                # their own layout (_clone_keeping_layout), so the promise holds for them too
-                partition.backward.meta["input_layouts_fixed"] = known
+            bw_inputs = promise_backward(program, fw, partition.backward, dynamic_dims)
             bw = self.bw_compiler(partition.backward, bw_inputs)
             timings["compile"] = time.perf_counter() - start
             compiled = CompiledProgram(program, fw, bw, partition, partition.forward, timings)
@@ -428,13 +393,7 @@ class AotFunction:
             )
         else:
             gm = program.graph_module
-            _mark_shape_env(program, gm)
-            # the runtime hands every output on (to the caller, or copied into a written
-            # input) and keeps none: a CUDA-graph compiler may return its own output memory
-            gm.meta["outputs_handed_over"] = True
-            if dynamic_dims is None:
-                gm.meta["input_layouts_fixed"] = True
-                _offer_writes_in_place(program, gm)
+            promise_inference(program, gm, dynamic_dims)
             start = time.perf_counter()
             fw = self.inference_compiler(gm, _placeholder_values(gm))
             timings["compile"] = time.perf_counter() - start
@@ -463,25 +422,6 @@ class AotFunction:
             raise AotNotSupported(why)
         warnings.warn(f"danlu_aotautograd: running eagerly: {why}", stacklevel=4)
         return False
-
-
-def _offer_writes_in_place(program, gm: fx.GraphModule) -> None:
-    """Tell the compiler which outputs are the new values of inputs the program writes
-    (``meta["outputs_into_inputs"]``: output position -> input position). It may compute such
-    a value into the input itself and return the input: ``write_back`` then skips the copy
-    (batch norm's running statistics: three allocations and copies per layer a step)."""
-    if program.written_inputs:
-        gm.meta["outputs_into_inputs"] = {
-            program.num_roots + j: i for j, i in enumerate(program.written_inputs)
-        }
-
-
-def _mark_shape_env(program, *graphs) -> None:
-    """Graphs with symbolic sizes carry their ShapeEnv as ``gm.meta["shape_env"]`` (as
-    danlu_primtorch's tracer does), so a compiler can read symbols, ranges and guards."""
-    if program.shape_env is not None:
-        for gm in graphs:
-            gm.meta["shape_env"] = program.shape_env
 
 
 def _aliased_write(flat: list, written: list[int]) -> str | None:
