@@ -14,8 +14,8 @@ the graph's own output tensors; before each replay the runner counts the referen
 their memory (``torch._C._storage_Use_Count``), and while the caller still holds an earlier
 result (or a view of one) the call runs without the graph, into fresh memory. At the
 ``MAX_HELD_CALLS``-th such call the runner captures the graph again, into memory of its own,
-and clones from then on. The gather bounds flag is read once after the replay (one sync when the graph has
-gathers), not inside the captured region.
+and clones from then on. The gather bounds flag is read once after the replay (one sync when
+the graph has gathers), not inside the captured region.
 
 Not captured, with the reason in ``report["cudagraphs"]``: graphs that run eagerly, inputs
 not on a CUDA device or not tensors (dynamic shapes), ops that sync with the CPU or have
