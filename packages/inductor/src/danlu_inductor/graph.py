@@ -395,13 +395,13 @@ class GraphLowering:
             if isinstance(value, ir.StorageBox) and isinstance(value.data, ir.Loops):
                 if stride is not None:
                     stride = strides_for_order(value.get_size(), [hint(s) for s in stride])
-                if i in self.outputs_into_inputs:  # computed in the input's own layout
-                    target = self.graph_inputs.get(self.outputs_into_inputs[i])
-                    if target is not None and list(target.layout.size) == list(value.get_size()):
-                        stride = list(target.layout.stride)
+                into = self.outputs_into_inputs.get(i)
+                target = self.graph_inputs.get(into) if into is not None else None
+                if target is not None and list(target.layout.size) == list(value.get_size()):
+                    stride = list(target.layout.stride)  # computed in the input's own layout
                 out = value.realize(stride)
-                if i in self.outputs_into_inputs and isinstance(out, ir.ComputedBuffer):
-                    self.into_inputs.setdefault(out.get_name(), self.outputs_into_inputs[i])
+                if into is not None and isinstance(out, ir.ComputedBuffer):
+                    self.into_inputs.setdefault(out.get_name(), into)
                 result.append(out)
             else:
                 out = ir.realize_input(value, stride)

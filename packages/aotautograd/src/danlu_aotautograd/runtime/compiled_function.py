@@ -122,11 +122,13 @@ def write_back(targets: list, values: list) -> None:
     dtype replaces a copy launch per buffer. When any two of the tensors share memory, the
     copies run one by one, in order, as eager's in-place writes did."""
     foreach = getattr(torch, "_foreach_copy_", None)
-    pairs = [(t, v) for t, v in zip(targets, values) if not _same_memory(t, v)]
-    if len(pairs) < len(targets):  # computed into the input itself: only its version moves
-        for t, v in zip(targets, values):
-            if _same_memory(t, v):
-                torch.autograd.graph.increment_version(t)
+    pairs = []
+    for t, v in zip(targets, values):
+        if _same_memory(t, v):  # computed into the input itself: only its version moves
+            torch.autograd.graph.increment_version(t)
+        else:
+            pairs.append((t, v))
+    if len(pairs) < len(targets):
         targets, values = [t for t, _ in pairs], [v for _, v in pairs]
     tensors = [x for pair in zip(targets, values) for x in pair if isinstance(x, torch.Tensor)]
     storages = {x.untyped_storage().data_ptr() for x in tensors}

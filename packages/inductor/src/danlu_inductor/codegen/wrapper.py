@@ -220,6 +220,10 @@ class WrapperCodegen:
                 for r in n.read_names:
                     last_use[r] = max(last_use.get(r, -1), i)
         self.last_use = last_use
+        # what library calls read (a written input's new value is never stored into those)
+        self.extern_reads = {
+            r for g in self.sched.groups if g.is_extern for m in g.nodes for r in m.read_names
+        }
 
     def _local_buffers(self, grp) -> set[str]:
         """Buffers computed and consumed entirely inside one kernel: never stored."""
@@ -395,20 +399,16 @@ class WrapperCodegen:
 
     # ------------------------------------------------------------------ grouped kernels
     def _reads_only_inputs(self, grp) -> bool:
-        """A single-node pointwise group computed from graph inputs and constants alone, of
-        static size (a weight's or bias's cast): it may run anywhere before its readers."""
-        if grp.is_extern or grp.has_reduction or len(grp.nodes) != 1:
+        """A standalone group computed from graph inputs and constants alone (a weight's or
+        bias's cast): it may run anywhere before its readers."""
+        if not self._standalone(grp):
             return False
         n = grp.nodes[0]
         if not n.read_names or any(
             r not in self.graph.graph_inputs and r not in self.graph.constants for r in n.read_names
         ):
             return False
-        if n.deps:  # it reads an input after a call that writes into it: it stays after
-            return False
-        if n.name not in self.output_names and not n.users:
-            return False
-        return all(is_static(s) for s in n.ranges) and not self._local_buffers(grp)
+        return not n.deps  # it reads an input after a call that writes into it: it stays after
 
     def _standalone(self, grp) -> bool:
         """A single-node pointwise group of static size with nothing kept in registers."""
@@ -528,38 +528,44 @@ class WrapperCodegen:
             self.written_inputs.append(self.graph.graph_input_names.index(target))
             return
         # in place: an input of this kernel that dies here, read only where we write
-        if True:
-            write = grp.write_in_kernel(n)
-            for cand in sorted(n.read_names):
-                cnode = self.sched.name_to_node.get(cand)
-                if (
-                    cnode is None
-                    or cand in freed
-                    or cand in self.output_names
-                    or not isinstance(cnode.node, ir.ComputedBuffer)
-                    or cand in grp.names
-                    or self.last_use.get(cand) != i
-                    or self._key(cnode.node) != key
-                ):
-                    continue
-                readers = [
-                    (m, idx, ind)
-                    for m in grp.nodes
-                    for nm, idx, ind in grp.reads_in_kernel(m)
-                    if nm == cand
-                ]
-                if grp.has_reduction and any(m is not n for m, _, _ in readers):
-                    # a reduction kernel runs several passes over R: another member may read
-                    # the input again in a later pass, after this one overwrote it
-                    continue
-                if all(not ind and sympy.expand(idx - write) == 0 for _, idx, ind in readers):
-                    body.append(f"{buf.name} = {cand}  # in place: {cand} dies here")
-                    if self.workspace is not None:
-                        self.workspace.hand_on(buf.name, cand)
-                    self.memory_log.append(f"{buf.name} written in place into {cand}")
-                    freed.add(cand)
-                    return
+        for cand in sorted(n.read_names):
+            cnode = self.sched.name_to_node.get(cand)
+            if (
+                cnode is None
+                or cand in freed
+                or cand in self.output_names
+                or not isinstance(cnode.node, ir.ComputedBuffer)
+                or cand in grp.names
+                or self.last_use.get(cand) != i
+                or self._key(cnode.node) != key
+            ):
+                continue
+            # a reduction kernel runs several passes over R: another member may read the
+            # input again in a later pass, after this one overwrote it
+            if self._read_only_where_written(grp, n, cand, others_may_read=not grp.has_reduction):
+                body.append(f"{buf.name} = {cand}  # in place: {cand} dies here")
+                if self.workspace is not None:
+                    self.workspace.hand_on(buf.name, cand)
+                self.memory_log.append(f"{buf.name} written in place into {cand}")
+                freed.add(cand)
+                return
         self._allocate_buffer(buf, pool, body)
+
+    @staticmethod
+    def _read_only_where_written(grp, n, name: str, others_may_read: bool) -> bool:
+        """In ``grp``'s kernel, is ``name`` read (directly, not gathered) only at the element
+        that member ``n`` writes, and by no other member unless ``others_may_read``? Then
+        ``n`` may store into ``name``'s memory."""
+        write = grp.write_in_kernel(n)
+        readers = [
+            (m, idx, ind)
+            for m in grp.nodes
+            for nm, idx, ind in grp.reads_in_kernel(m)
+            if nm == name
+        ]
+        if not others_may_read and any(m is not n for m, _, _ in readers):
+            return False
+        return all(not ind and sympy.expand(idx - write) == 0 for _, idx, ind in readers)
 
     def _writes_into_input(self, n, grp, i, target) -> bool:
         """Whether output ``n`` (the new value of graph input ``target``) may be stored into
@@ -579,19 +585,9 @@ class WrapperCodegen:
             or sum(map(_names(n.name), graph.graph_outputs)) != 1
         ):
             return False
-        for g in self.sched.groups:
-            if g.is_extern and any(target in m.read_names for m in g.nodes):
-                return False  # a library call may hand on a view of it
-        write = grp.write_in_kernel(n)
-        readers = [
-            (m, idx, ind)
-            for m in grp.nodes
-            for nm, idx, ind in grp.reads_in_kernel(m)
-            if nm == target
-        ]
-        if any(m is not n for m, _, _ in readers):
-            return False
-        return all(not ind and sympy.expand(idx - write) == 0 for _, idx, ind in readers)
+        if target in self.extern_reads:
+            return False  # a library call may hand on a view of it
+        return self._read_only_where_written(grp, n, target, others_may_read=False)
 
     def _allocate_buffer(self, buf, pool, body):
         """A dead buffer of the same layout (reused), else a new one."""
