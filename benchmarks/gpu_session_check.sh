@@ -2,7 +2,8 @@
 # One device call (600 s) that checks the GPU-side changes a session made on the CPU and
 # measures the whole suite: the launch-probe and build-pool tests with the device's Triton,
 # the wrapper cases on CUDA, then the full suite (seven models, training and inference,
-# default mode and reduce-overhead, --jobs 8), then GPT-2 training's first call alone under
+# default mode and reduce-overhead, --jobs 8 on an H200, 4 on a card under 100 GiB: on an
+# H100 eight workers ran out of memory), then GPT-2 training's first call alone under
 # cProfile with the per-graph build statistics.
 #
 #   OUT=/some/dir bash benchmarks/gpu_session_check.sh
@@ -30,9 +31,11 @@ mkdir -p "$OUT/suite"
 } > "$OUT/checks.txt" 2>&1
 echo "checks done at $((SECONDS - start)) s"; cat "$OUT/checks.txt"
 suite_limit=$((LIMIT - 40 - (SECONDS - start)))  # the suite first; the profile gets what is left
+gib=$(python3 -c "import torch; print(torch.cuda.get_device_properties(0).total_memory >> 30)" 2>/dev/null || echo 0)
+jobs=${SUITE_JOBS:-$([ "$gib" -ge 100 ] && echo 8 || echo 4)}
 DANLU_AUTOTUNE_LOG=$OUT/autotune.jsonl OUT=$OUT/suite SUITE_SKIP_INSTALL=1 SUITE_LIMIT=$suite_limit bash benchmarks/gpu_suite.sh \
   --models "${SUITE_MODELS:-all}" --modes "${SUITE_MODES:-train,infer}" \
-  --backends eager,torch,danlu,torch-ro,danlu-ro --jobs 8 \
+  --backends eager,torch,danlu,torch-ro,danlu-ro --jobs "$jobs" \
   --time-budget $((suite_limit - 40)) > /tmp/dsc-suite.txt 2>&1
 echo "suite rc=$? at $((SECONDS - start)) s"
 rm -rf "$OUT/suite/speedups.png" "$OUT/suite/.workers" "$OUT/suite/.timing.lock"  # 8 files come back

@@ -307,6 +307,83 @@ def test_permuted_values_keep_their_own_layout(monkeypatch):
         assert int(b.layout.stride[-1]) == 1, (b.get_name(), b.layout.stride)
 
 
+def layer_norm_2d_stem(x, w, ln_w, ln_b, w_next):
+    """ConvNeXt's stem: a patchify convolution, then a layer norm over the channels written
+    out by hand through (N, H, W, C) (timm's ``LayerNorm2d``); its normalized value is the
+    second output, which a training step's forward saves for the backward."""
+    y = F.conv2d(x, w, stride=2).permute(0, 2, 3, 1)
+    mean = y.mean(-1, keepdim=True)
+    normed = (y - mean) * torch.rsqrt((y - mean).pow(2).mean(-1, keepdim=True) + 1e-6)
+    out = (normed * ln_w + ln_b).permute(0, 3, 1, 2)
+    return F.conv2d(out, w_next), normed
+
+
+def stem_args(c=16):
+    return [
+        torch.randn(2, 3, 20, 20),
+        torch.randn(c, 3, 2, 2) * 0.3,
+        torch.rand(c) + 0.5,
+        torch.randn(c),
+        torch.randn(c, c, 1, 1) * 0.3,
+    ]
+
+
+def test_values_after_a_permutation_follow_the_channels_last_memory(monkeypatch):
+    """Eager's strides for the normalized (N, H, W, C) value are NCHW's, permuted (the
+    convolution wrote NCHW there); here the convolution writes channels-last, so the same
+    value is contiguous in memory order, and a value saved for the backward is stored so
+    (written and read along the channels, not across them)."""
+    from danlu_inductor.graph import GraphLowering
+    from danlu_inductor.lowering.convolution import memory_orders
+
+    monkeypatch.setenv("DANLU_CONV_CHANNELS_LAST", "1")
+    args = stem_args()
+    gm = aten_graph(layer_norm_2d_stem, *args)
+    orders = memory_orders(gm, nodes_preferring_channels_last(gm))
+    normed = list(gm.graph.nodes)[-1].args[0][1]
+    assert normed in orders
+    assert orders[normed] == [1600, 160, 16, 1], orders[normed]  # (2, 10, 10, 16) contiguous
+    assert normed.meta["val"].stride() != (1600, 160, 16, 1)  # eager's says otherwise
+
+    compiled, flat = _compile(layer_norm_2d_stem, args)  # the values: eager's
+    for got, want in zip(compiled(*flat), layer_norm_2d_stem(*[a.double() for a in args])):
+        torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4)
+
+    gm.meta["saved_for_backward_from"] = 1  # the normalized value goes to a backward
+    graph = GraphLowering(gm, args, for_gpu=True, conv_channels_last=True).run()
+    saved = graph.graph_outputs[1]
+    stride = [int(s) for s in saved.layout.stride]
+    assert stride == [1600, 160, 16, 1], (saved.get_name(), stride)
+
+
+def test_a_flat_index_member_joins_no_kernel_whose_stores_run_along_another_dim():
+    """A pointwise kernel over channels-last (N, C, H, W) values stores along the channels; a
+    member of the same size whose (N, H, W, C) loop is matched to the kernel by flat index
+    stores along the width there. Fused, one of the two writes a GPU lane per memory
+    segment, so on GPU graphs they stay apart (the CPU's vector loops take them together)."""
+    from danlu_inductor.graph import GraphLowering
+    from danlu_inductor.scheduler.scheduler import Scheduler
+
+    def fn(x, w, w2, y, s):
+        b = (F.conv2d(x, w) * s[None, :, None, None]).relu()  # stored channels-last
+        return F.conv2d(b, w2), y * s + 1  # the second: (N, H, W, C), contiguous
+
+    args = [
+        torch.randn(2, 8, 6, 6),
+        torch.randn(16, 8, 1, 1),
+        torch.randn(16, 16, 1, 1),
+        torch.randn(2, 6, 6, 16),
+        torch.rand(16),
+    ]
+    for for_gpu in (True, False):
+        graph = GraphLowering(
+            aten_graph(fn, *args), args, for_gpu=for_gpu, conv_channels_last=True
+        ).run()
+        scheduler = Scheduler(graph)
+        sizes = [len(g.nodes) for g in scheduler.groups if not g.is_extern]
+        assert max(sizes) == (1 if for_gpu else 2), scheduler.describe()
+
+
 @pytest.mark.parametrize("for_gpu", [True, False])
 def test_gpu_convolution_bias_is_added_by_the_kernel_that_reads_the_result(for_gpu):
     """On GPU graphs the library convolution runs without its bias (cuDNN would add it in a

@@ -571,6 +571,26 @@ CASES["lm_head_split_columns"] = (
     {"reduction"},
 )
 
+
+def _conv_backward_with_bias(g, x, w):
+    return torch.ops.aten.convolution_backward(
+        g, x, w, [w.shape[0]], [1, 1], [3, 3], [1, 1], False, [0, 0], x.shape[1], [True] * 3
+    )
+
+
+# a depthwise convolution's backward with its bias's gradient (ConvNeXt's): the library
+# computes the input's and weight's gradients, the bias's is a column sum of the
+# channels-last output gradient in a generated kernel
+CASES["conv_backward_bias_grad"] = (
+    _conv_backward_with_bias,
+    lambda: [
+        torch.randn(4, 24, 9, 9).to(memory_format=torch.channels_last),
+        torch.randn(4, 24, 9, 9).to(memory_format=torch.channels_last),
+        torch.randn(24, 1, 7, 7) * 0.2,
+    ],
+    {"outer_reduction"},
+)
+
 # danlu_inductor options a case compiles with
 CASE_OPTIONS = {
     "grouped_input_kernels": {"group_input_kernels": True},
@@ -599,6 +619,7 @@ KERNEL_COUNTS = {
     # the row kernel with the block sums, the partials summed in groups, the groups' sums
     "rms_norm_backward_row_blocks": 3,
     "layer_norm_backward_row_blocks": 3,
+    "conv_backward_bias_grad": 1,  # the bias's gradient; the library the rest
 }
 
 

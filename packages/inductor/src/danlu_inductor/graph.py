@@ -23,6 +23,7 @@ from danlu_inductor.ir.symbols import (
 from danlu_inductor.lowering import LOWERINGS, NotLowered
 from danlu_inductor.lowering.convolution import (
     channels_last_strides,
+    memory_orders,
     nodes_preferring_channels_last,
 )
 from danlu_inductor.lowering.extern import make_extern
@@ -60,6 +61,11 @@ class GraphLowering:
         self.conv_channels_last = conv_channels_last
         self.prefer_channels_last = (
             nodes_preferring_channels_last(gm) if conv_channels_last else set()
+        )
+        # the memory order values derived from channels-last ones have here, where it is
+        # not eager's (a permutation of a channels-last value; lowering/convolution.py)
+        self.memory_orders = (
+            memory_orders(gm, self.prefer_channels_last) if conv_channels_last else {}
         )
         # outputs from this position on go only to the backward (the forward graph of a
         # training step): they keep the layout chosen here instead of eager's
@@ -261,6 +267,9 @@ class GraphLowering:
             type(s) is int for s in (*val.shape, *val.stride())
         ):
             return  # symbolic sizes: a symbolic graph's static values (weights) still count
+        order = self.memory_orders.get(node)
+        if order is not None:  # eager's strides, had its inputs had this graph's layouts
+            val = torch.empty_strided(val.shape, order, dtype=val.dtype, device="meta")
         if val.is_contiguous():
             return
         size = result.get_size()

@@ -136,6 +136,11 @@ class FusionGroup:
         return f"{kind} kernel [{dims}]: {members}"
 
 
+def _unit_dims(index, loop) -> set:
+    """The loop variables one step of which moves ``index`` by one element."""
+    return {v for v, _ in loop if index.has(v) and unit_stride(index, v, loop)}
+
+
 def _unsplit(index):
     """``index`` with the div/mod pairs of a reshape folded back (a [4, 64, 1024] view of a
     [256, 1024] buffer read as ``1024*(64*(x // 64) + x % 64) + r`` is ``1024*x + r``)."""
@@ -491,6 +496,27 @@ class Scheduler:
             for own, fused in pairs:
                 if affine_on_loop(own, own_loop) and not affine_on_loop(fused, kernel_loop):
                     return True
+            if self.graph.for_gpu and self._crossing_store_strided(g, n, kernel_loop):
+                return True
+        return False
+
+    def _crossing_store_strided(self, g: FusionGroup, member, loop) -> bool:
+        """A member matched by flat index whose store has its unit stride along another loop
+        dim than the kernel's other stores: however the kernel orders its loop, one of them
+        writes a GPU lane per memory segment. ConvNeXt's backward paired a channels-last
+        store (unit stride along the channels) with an (N, H, W, C) one matched to the
+        kernel's (N, C, H, W) dims (unit stride along the width)."""
+        if g.has_reduction:  # per-row and per-element stores differ by design there
+            return False
+        own = _unit_dims(simplify_index(g.write_in_kernel(member)), loop)
+        if not own:
+            return False
+        for n in g.nodes:
+            if n is member or reshape_crosses_dims(n.ranges, g.xsizes):
+                continue
+            other = _unit_dims(simplify_index(g.write_in_kernel(n)), loop)
+            if other and not (own & other):
+                return True
         return False
 
     def _xr_members_coalesced(self, g: FusionGroup) -> bool:
