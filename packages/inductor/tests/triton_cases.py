@@ -184,6 +184,17 @@ CASES = {
         ],
         {"outer_reduction", "pointwise"},
     ),
+    # a last stage's shape (ResNet-50's 64 x 7 x 7 values per channel): an extent under 4096
+    # split all the same, since its few channels alone would leave most programs idle
+    "batch_norm_training_short_extent_channels_last": (
+        lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+        lambda: [
+            (torch.randn(64, 48, 7, 7) * 0.5 + 10).to(memory_format=torch.channels_last),
+            torch.randn(48),
+            torch.randn(48),
+        ],
+        {"outer_reduction", "pointwise"},
+    ),
     "split_var_mean_offset": (
         lambda x: (*torch.var_mean(x, [0, 2, 3], correction=1), x.sum([0, 2, 3])),
         lambda: [torch.randn(16, 32, 16, 16) * 1e-2 + 1000],
@@ -609,6 +620,7 @@ KERNEL_COUNTS = {
     # the chunks' sums and squared deviations, their combination, the normalization
     "batch_norm_training_split_stats": 3,
     "batch_norm_training_split_stats_channels_last": 3,
+    "batch_norm_training_short_extent_channels_last": 3,  # 3136 values: 8 chunks of 392
     "split_var_mean_offset": 2,
     "tiny_counters": 2,  # the three counters, the relu
     "grouped_gradient_casts": 1,  # the three results' casts, grouped

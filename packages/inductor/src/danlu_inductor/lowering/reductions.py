@@ -87,7 +87,10 @@ def split_count(inner, kept_sizes, red_sizes, reduction_type) -> tuple[int, bool
     loads = _probe_loads(inner, kept_sizes, red_sizes) if splits > 1 else None
     if splits > 1 and _enough_rows(loads, kept_sizes, red_sizes):
         splits = 1
-    return splits, splits > 1 and _contiguous_along_kept(loads, kept_sizes, red_sizes)
+    chunk_major = splits > 1 and _contiguous_along_kept(loads, kept_sizes, red_sizes)
+    if splits > 1 and not chunk_major and int(product(red_sizes)) < SPLIT_MIN_EXTENT:
+        splits = 1  # a short row reduction (a softmax): its own looped kernel, not two
+    return splits, chunk_major
 
 
 def realized(node):
@@ -144,6 +147,13 @@ def reduce(x, dims, reduction_type, out_dtype, src_dtype=None, keepdim=False):
 # reduced extent ([outputs, splits], many programs), then a short reduction over the chunks.
 SPLIT_MAX_OUTPUTS = 16384
 SPLIT_MIN_EXTENT = 4096
+# A shorter extent of a column reduction (memory contiguous along the outputs) is split too
+# when the outputs are few enough that one program per block of them leaves most of the GPU
+# idle: ResNet-50's last stage (64 x 7 x 7 = 3136 values per
+# channel, 512 or 2048 channels: 16 or 64 programs) spent 50-120 us on each of its batch-norm
+# statistics and gradient sums on the H100 (run 48), a tenth of the bandwidth of the split ones.
+SPLIT_MIN_EXTENT_FEW_OUTPUTS = 2048
+SPLIT_FEW_OUTPUTS = 8192
 SPLIT_CHUNK_MIN = 256
 SPLIT_TARGET_PARTIALS = 1 << 16
 _SPLITTABLE = ("sum", "prod", "max", "min", "any", "all")
@@ -157,7 +167,11 @@ def _splits(kept_sizes, red_sizes, reduction_type) -> int:
     ):
         return 1
     outputs, extent = int(product(kept_sizes)), int(product(red_sizes))
-    if outputs > SPLIT_MAX_OUTPUTS or extent < SPLIT_MIN_EXTENT:
+    if outputs > SPLIT_MAX_OUTPUTS:
+        return 1
+    if extent < SPLIT_MIN_EXTENT and (
+        extent < SPLIT_MIN_EXTENT_FEW_OUTPUTS or outputs > SPLIT_FEW_OUTPUTS
+    ):
         return 1
     return _halvings(extent, SPLIT_CHUNK_MIN, outputs)
 
