@@ -446,11 +446,11 @@ class WrapperCodegen:
                 and (nbytes + size <= GROUPED_MAX_BYTES and len(run) < GROUPED_MAX_KERNELS)
             ):
                 run.append(j)
-                made.add(grp.nodes[0].name)
+                made.add(n.name)
                 nbytes += size
                 continue
             close()
-            run, made, nbytes = ([j], {grp.nodes[0].name}, size) if ok else ([], set(), 0)
+            run, made, nbytes = ([j], {n.name}, size) if ok else ([], set(), 0)
         close()
         return runs
 

@@ -41,6 +41,7 @@ from danlu_inductor.ir.nodes import (
 )
 from danlu_inductor.ir.ops import ops
 from danlu_inductor.lowering.extern import make_extern
+from danlu_inductor.lowering.reductions import sum_
 from danlu_inductor.lowering.registry import aten, is_node, make_pointwise, register
 from danlu_inductor.lowering.views import view
 
@@ -252,8 +253,6 @@ def _conv_backward_then_bias_grad(op, args, kwargs, grad):
     mask = list(args[10])
     if not mask[2] or args[3] is None:  # no bias sizes: the library's own answer
         return make_extern(op, args, kwargs, "extern")
-    from danlu_inductor.lowering.reductions import sum_
-
     args = [*args[:10], [mask[0], mask[1], False]]
     if mask[0] or mask[1]:
         grad_input, grad_weight, _ = make_extern(op, args, kwargs, "extern")

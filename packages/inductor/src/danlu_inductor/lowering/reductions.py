@@ -160,6 +160,8 @@ _SPLITTABLE = ("sum", "prod", "max", "min", "any", "all")
 
 
 def _splits(kept_sizes, red_sizes, reduction_type) -> int:
+    # the chunks a column reduction would take; ``split_count`` keeps short row reductions
+    # whole (the welford and embedding-gradient lowerings ask this directly)
     if not current_graph().for_gpu:
         return 1
     if reduction_type not in _SPLITTABLE or not all(

@@ -531,8 +531,7 @@ class Scheduler:
         for n in g.nodes:
             if g.placements[n.name] != "xr":
                 continue
-            index = simplify_index(g.write_in_kernel(n))
-            if not any(unit_stride(index, v, loop) for v, _ in loop if index.has(v)):
+            if not _unit_dims(simplify_index(g.write_in_kernel(n)), loop):
                 return False
         return True
 
