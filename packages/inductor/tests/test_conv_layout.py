@@ -3,6 +3,8 @@ values it lays out channels-last, and that results and output strides stay eager
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -197,11 +199,12 @@ def test_split_sums_with_per_row_loads_are_chunk_major():
 
 
 @pytest.mark.parametrize("channels_last", [True, False])
-def test_long_variance_on_gpu_graphs_is_two_split_sums(channels_last):
-    """Batch-norm statistics over a long extent (var_mean over N, H, W) are two split sums on
-    GPU graphs (mean, then squared deviations), not one Welford pass over few programs; the
-    values match eager (checked in float64 through the C++ backend, which shares the
-    lowering but does not split)."""
+def test_long_variance_on_gpu_graphs_is_split_into_chunk_welford_passes(channels_last):
+    """Batch-norm statistics over a long extent (var_mean over N, H, W) are split on GPU
+    graphs: a Welford pass over each chunk (many programs, the input read once), then the
+    chunks' means and deviations combined; not one Welford pass over few programs. The values
+    match eager (checked in float64 through the C++ backend, which shares the lowering but
+    does not split)."""
     from danlu_inductor.graph import GraphLowering
     from danlu_inductor.ir.nodes import ComputedBuffer, Reduction
 
@@ -214,14 +217,17 @@ def test_long_variance_on_gpu_graphs_is_two_split_sums(channels_last):
     gm = aten_graph(stats, x)
     graph = GraphLowering(gm, [x], for_gpu=True).run()
     reductions = [
-        b.data.reduction_type
+        (b.data.reduction_type, [int(s) for s in b.layout.size])
         for b in graph.buffers
         if isinstance(b, ComputedBuffer) and isinstance(b.data, Reduction)
     ]
-    assert not any("welford" in t for t in reductions), reductions
-    # var: two stages for each of its two sums; the mean (a separate sum after the
-    # decomposition): two more
-    assert reductions == ["sum"] * 6, reductions
+    # var: the chunks' Welford mean and m2 (24 channels x splits partials), the sum of the
+    # chunk means, the combined m2; the mean (a separate sum after the decomposition): two
+    # split stages
+    kinds = [t for t, _ in reductions]
+    assert kinds == ["welford_mean", "welford_m2", "sum", "sum", "sum", "sum"], reductions
+    for _, size in reductions[:2]:
+        assert len(size) == 2 and 24 in size and math.prod(size) > 24, size
     xd = x.double()
     from helpers import check_same
 
