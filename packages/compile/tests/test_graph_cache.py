@@ -77,6 +77,27 @@ def test_hit_after_reset_matches_eager_and_skips_the_compilers(cache_dir):
     assert "graph cache hit" in stats.summary()
 
 
+def test_gpu_build_workers_are_asked_for_before_a_real_compile_only(cache_dir, monkeypatch):
+    """The inductor backend asks danlu-inductor to start its GPU build workers when a graph
+    is compiled for real (before the autograd phase: the workers start meanwhile), with the
+    graph's example inputs; a graph cache hit compiles nothing and asks for nothing."""
+    import danlu_inductor
+
+    asked = []
+    monkeypatch.setattr(
+        danlu_inductor, "start_build_workers", lambda inputs: asked.append(list(inputs))
+    )
+    danlu.reset()
+    _compare()
+    assert len(asked) == 1
+    assert any(isinstance(a, torch.Tensor) and a.shape == (5, 8) for a in asked[0]), [
+        getattr(a, "shape", a) for a in asked[0]
+    ]
+    danlu.reset()
+    (second,) = _compare(seed=1)
+    assert second.cache == "hit" and len(asked) == 1
+
+
 def test_hit_in_a_new_process(cache_dir):
     danlu.reset()
     _compare()

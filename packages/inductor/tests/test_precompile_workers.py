@@ -139,6 +139,39 @@ def test_warm_up_chooses_the_cache_folder_first(tmp_path, monkeypatch):
         precompile.shutdown()
 
 
+def test_start_build_workers_only_for_cuda_graphs(monkeypatch):
+    """``start_build_workers`` (called by the umbrella backend before its autograd phase)
+    starts the pool for a graph on a CUDA device, on that device, and for nothing else:
+    CPU graphs, graphs on several devices, the interpreter."""
+    import torch
+
+    from danlu_inductor import start_build_workers
+
+    started = []
+    monkeypatch.setattr(precompile, "warm_up", lambda cuda_device=None: started.append(cuda_device))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    cpu = [torch.randn(2, 3), 4]
+    assert start_build_workers(cpu) is False and started == []
+
+    class OnGpu1:  # a tensor stand-in on a machine without a GPU: only its device is read
+        device = torch.device("cuda", 1)
+
+    gpu = [OnGpu1()]
+    monkeypatch.setattr(
+        "danlu_inductor.pipeline.triton._device_of", lambda inputs: inputs[0].device
+    )
+    assert start_build_workers(gpu) is True and started == [1]
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert start_build_workers(gpu) is False and started == [1]
+
+    def several(inputs):
+        raise ValueError("inputs on several devices")
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr("danlu_inductor.pipeline.triton._device_of", several)
+    assert start_build_workers(gpu) is False and started == [1]
+
+
 def _with_meta(path, signatures):
     """The kernel file with the ``danlu_meta`` the workers read (as generated kernels have)."""
     text = path.read_text()

@@ -87,8 +87,20 @@ def _inductor(mode=None, options=None):
     settings = resolve(mode, options)
     cache = CachedBackend("inductor", settings, load_graph, graph_artifact)
     return aot_pipeline(
-        inductor_compiler(settings), decompositions=decomposition_table(), cache=cache
+        inductor_compiler(settings),
+        decompositions=decomposition_table(),
+        cache=cache,
+        prepare=_start_gpu_build_workers,
     )
+
+
+def _start_gpu_build_workers(gm, example_inputs) -> None:
+    # a GPU graph's Triton build workers start during the autograd phase, not after it
+    try:
+        from danlu_inductor import start_build_workers
+    except ImportError:  # an older danlu-inductor starts them when it lowers
+        return
+    start_build_workers(example_inputs)
 
 
 _FOR_TORCH_COMPILE: dict[str, Backend] = {}
@@ -128,12 +140,14 @@ def own_backend(backend):
     return danlu_backend
 
 
-def aot_pipeline(graph_compiler, decompositions, cache=None):
+def aot_pipeline(graph_compiler, decompositions, cache=None, prepare=None):
     """capture graph -> danlu-aotautograd (joint trace, partition) -> `graph_compiler` for each
     ATen graph. The time aotautograd spends outside the graph compiler is the "autograd" phase;
     each ATen graph goes to the debug directory as it reaches the graph compiler. With
     ``cache`` (a `danlu.cache.CachedBackend`), a graph found in the graph cache is loaded
-    instead, and one compiled here is stored."""
+    instead, and one compiled here is stored. ``prepare(gm, example_inputs)``, when given,
+    runs before a graph is compiled for real (not on a cache hit): work that can overlap the
+    autograd phase starts there."""
     from danlu_aotautograd import aot_backend
 
     def backend(gm, example_inputs):
@@ -175,6 +189,8 @@ def aot_pipeline(graph_compiler, decompositions, cache=None):
 
     def compile_graph(gm, example_inputs):
         phase("autograd")
+        if prepare is not None:
+            prepare(gm, example_inputs)
         active = active_graph()
         record, dump = active if active is not None else (None, None)
         inner = [0.0]

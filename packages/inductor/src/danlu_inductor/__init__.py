@@ -8,6 +8,7 @@ from danlu_inductor.decompositions import decomposition_table  # noqa: E402
 from danlu_inductor.inference import inference_backend  # noqa: E402
 from danlu_inductor.ir.symbols import DynamicShapeUnsupported, NotLowered  # noqa: E402
 from danlu_inductor.options import MODES, OPTIONS, check_mode, validate_options  # noqa: E402
+from danlu_inductor.pipeline.triton import start_build_workers  # noqa: E402
 
 __all__ = [
     "MODES",
@@ -20,5 +21,6 @@ __all__ = [
     "decomposition_table",
     "inference_backend",
     "check_mode",
+    "start_build_workers",
     "validate_options",
 ]

@@ -78,6 +78,35 @@ def compile_fx_triton(gm, example_inputs, options=None):
     return compile_triton(gm, list(example_inputs), _device_of(example_inputs), opts)
 
 
+def start_build_workers(example_inputs) -> bool:
+    """Start the Triton build workers now if the graph's tensors are on a CUDA device.
+
+    A worker takes seconds to start (it imports torch and Triton and opens the device), and
+    a cold compile's first kernel builds waited for them: about 5 s of each first graph's
+    build time on the H200 was the pool starting while the graph lowered. A caller that
+    knows early that a GPU graph is coming (the umbrella backend, before its autograd
+    phase) calls this so that the workers start during that phase. Returns whether a start
+    was asked for; nothing here raises."""
+    try:
+        device = _device_of(example_inputs)
+    except ValueError:
+        return False
+    return _warm_up(device)
+
+
+def _warm_up(device) -> bool:
+    if device.type != "cuda" or interpreting():
+        return False
+    from danlu_inductor.codegen.triton import precompile
+
+    try:
+        precompile.warm_up(cuda_device=device.index)
+    except Exception as e:  # no pool now: _precompile tries again, or builds at launch
+        log.warning("danlu_inductor: Triton build workers did not start early: %s", e)
+        return False
+    return True
+
+
 def _device_of(example_inputs) -> torch.device:
     devices = {a.device for a in example_inputs if isinstance(a, torch.Tensor)}
     if len(devices) > 1:
@@ -95,13 +124,7 @@ def compile_triton(gm, example_inputs, device: torch.device, opts) -> CompiledGr
     # on a GPU the bounds flag is read after the call (FirstCallGuard) or the CUDA graph
     # replay, without stalling the host; in the interpreter, after each kernel
     defer = opts.cudagraphs or (device.type == "cuda" and not interpreting())
-    if device.type == "cuda" and not interpreting():
-        from danlu_inductor.codegen.triton import precompile
-
-        try:  # workers start while this graph lowers
-            precompile.warm_up(cuda_device=device.index)
-        except Exception as e:  # no pool now: _precompile tries again, or builds at launch
-            log.warning("danlu_inductor: Triton build workers did not start early: %s", e)
+    _warm_up(device)  # workers start while this graph lowers (if not started earlier)
     for _ in range(MAX_RETRIES):
         t0 = time.perf_counter()
         try:

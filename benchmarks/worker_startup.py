@@ -1,0 +1,66 @@
+"""How long the Triton build workers take to start, and what in them takes it.
+
+A cold GPU compile waits for its pool of build workers (spawned processes) before the first
+kernel builds; the compile reports show ``precompile wall_s`` far above the builds' own
+time over the workers (ViT inference on the H200: 6.3 s of wall for 9.7 s of builds on 16
+workers). This times, on the machine it runs on: one bare interpreter start, the imports a
+worker makes (torch, triton), a CUDA context, and the whole pool of N workers becoming
+ready, with and without each worker's CUDA context.
+
+    python benchmarks/worker_startup.py --workers 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+
+def timed_python(code: str) -> float:
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return round(time.perf_counter() - t, 2)
+
+
+def pool_ready(workers: int, cuda_device) -> float:
+    from danlu_inductor.codegen.triton import precompile
+
+    precompile.shutdown()
+    t = time.perf_counter()
+    pool = precompile._pool(workers, cuda_device)
+    with precompile._without_main():
+        futures = [pool.submit(precompile._ready) for _ in range(workers)]
+    pids = {f.result() for f in futures}
+    took = round(time.perf_counter() - t, 2)
+    precompile.shutdown()
+    return took if len(pids) > 0 else float("nan")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--workers", type=int, default=16)
+    args = p.parse_args()
+    out = {
+        "python": timed_python("pass"),
+        "import torch": timed_python("import torch"),
+        "import triton": timed_python("import triton"),
+        "import torch, triton": timed_python("import torch, triton"),
+    }
+    import torch  # noqa: F401  (the parent of a compile has it)
+
+    cuda = torch.cuda.is_available()
+    if cuda:
+        out["torch + CUDA context"] = timed_python("import torch; torch.cuda.set_device(0)")
+        torch.cuda.init()
+    for device in ([0, None] if cuda else [None]):
+        key = f"pool of {args.workers}, CUDA device {device}"
+        out[key] = pool_ready(args.workers, device)
+        out[key + " (again)"] = pool_ready(args.workers, device)
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
