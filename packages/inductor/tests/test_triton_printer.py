@@ -62,6 +62,20 @@ def test_configs_cover_the_sizes(kind, x, r):
             assert (r + c.RBLOCK - 1) // c.RBLOCK <= 65535  # grid axis 1 limit
 
 
+@pytest.mark.parametrize("kind", ["persistent_reduction", "outer_reduction"])
+def test_short_rows_take_a_pointwise_sized_block(kind):
+    """A reduction over 4 values a row (a grouped-query attention's key/value gradient, 2M
+    rows) holds a block of about 2048 values a program in every candidate a default compile
+    times, not 64 rows of 4; a row of 17 values keeps the row heuristics."""
+    cands = candidate_configs(kind, 2**21, 4)
+    assert cands[0].XBLOCK * cands[0].RBLOCK == 2048 and cands[0].RBLOCK == 4
+    assert all(c.XBLOCK * c.RBLOCK >= 512 for c in cands[:2])
+    tiny = candidate_configs(kind, 3, 4)  # three rows: one program
+    assert all(c.XBLOCK <= 4 for c in tiny)
+    longer = heuristic_config(kind, 2**21, 17)
+    assert longer.XBLOCK * longer.RBLOCK <= 4096 and longer.RBLOCK >= 32
+
+
 def _kernels_for(fn, *inputs, for_gpu=False):
     from helpers import aten_graph
 
