@@ -55,7 +55,7 @@ def main():
     if cuda:
         out["torch + CUDA context"] = timed_python("import torch; torch.cuda.set_device(0)")
         torch.cuda.init()
-    for device in ([0, None] if cuda else [None]):
+    for device in [0, None] if cuda else [None]:
         key = f"pool of {args.workers}, CUDA device {device}"
         out[key] = pool_ready(args.workers, device)
         out[key + " (again)"] = pool_ready(args.workers, device)
