@@ -5,7 +5,7 @@ kernel builds; the compile reports show ``precompile wall_s`` far above the buil
 time over the workers (ViT inference on the H200: 6.3 s of wall for 9.7 s of builds on 16
 workers). This times, on the machine it runs on: one bare interpreter start, the imports a
 worker makes (torch, triton), a CUDA context, and the whole pool of N workers becoming
-ready, with and without each worker's CUDA context.
+ready, with and without each worker's CUDA context, and the device memory the pool holds.
 
     python benchmarks/worker_startup.py --workers 16
 """
@@ -25,18 +25,32 @@ def timed_python(code: str) -> float:
     return round(time.perf_counter() - t, 2)
 
 
-def pool_ready(workers: int, cuda_device) -> float:
+def _device_free_gib():
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    free, _ = torch.cuda.mem_get_info()
+    return free / 2**30
+
+
+def pool_ready(workers: int, cuda_device) -> dict:
+    """Seconds until ``workers`` workers answered, and the device memory they hold (their
+    CUDA contexts, if they open one)."""
     from danlu_inductor.codegen.triton import precompile
 
     precompile.shutdown()
+    before = _device_free_gib()
     t = time.perf_counter()
     pool = precompile._pool(workers, cuda_device)
     with precompile._without_main():
         futures = [pool.submit(precompile._ready) for _ in range(workers)]
     pids = {f.result() for f in futures}
     took = round(time.perf_counter() - t, 2)
+    after = _device_free_gib()
     precompile.shutdown()
-    return took if len(pids) > 0 else float("nan")
+    held = None if before is None else round(before - after, 2)
+    return {"ready_s": took, "workers_answered": len(pids), "device_gib_held": held}
 
 
 def main():

@@ -147,3 +147,6 @@ def test_cudagraph_runner_bookkeeping_without_a_gpu(results):
 def test_graph_artifact_round_trip_runs_like_the_original(results):
     facts = ok(results["artifact_roundtrip"])
     assert facts["mm_bias_gelu"] >= 1 and facts["embedding_gather"] >= 1
+    runner = facts["cudagraph_runner"]
+    assert runner["states"][0] == "warm-up", runner
+    assert "out of range" in runner["bad_index"], runner

@@ -603,7 +603,52 @@ def run_artifact_roundtrip():
                 assert g.shape == r.shape and g.dtype == r.dtype and g.device == r.device
                 torch.testing.assert_close(g, r, equal_nan=True, **_tol(r.dtype))
         facts[name] = loaded.num_kernels
+    facts["cudagraph_runner"] = _cudagraph_runner_roundtrip(artifacts)
     return facts
+
+
+def _cudagraph_runner_roundtrip(artifacts):
+    """A graph wrapped for CUDA graph replays (reduce-overhead) is kept with its replay
+    settings and comes back wrapped the same way: warm-up, capture, replays give eager's
+    values, and a bad index raises after a replay (the loaded graph's bounds flag is read)."""
+    import json
+
+    from helpers import aten_graph
+
+    from danlu_inductor import cudagraphs
+    from danlu_inductor.options import validate_options
+    from danlu_inductor.pipeline.triton import compile_triton
+
+    fn, make = CASES["embedding_gather"]
+    idx, w = make()
+    opts = validate_options({"cudagraphs": True})
+    c = compile_triton(aten_graph(fn, idx, w), [idx, w], torch.device(DEVICE), opts)
+    runner = cudagraphs.CudaGraphRunner(c, (), frozenset({1}), share_outputs=False)
+    meta, tensors = artifacts.graph_artifact(runner)
+    assert meta["cudagraphs"] == {"mutated": [], "fixed_layouts": [1], "share_outputs": False}
+    loaded = artifacts.load_graph(json.loads(json.dumps(meta)), tensors)
+    assert isinstance(loaded, cudagraphs.CudaGraphRunner), type(loaded)
+    assert loaded.settings() == meta["cudagraphs"] and loaded.report["cached"]
+    assert loaded.compiled.err_flag is not None and loaded.flag_watch is not None
+    if DEVICE == "cpu":  # capture replaced by re-running (see run_cudagraph_runner_logic)
+        loaded._record = lambda call, static, device: (lambda g: (g, g.outs))(
+            _ReplayByRerun(call, static)
+        )
+    states = []
+    for _ in range(4):
+        idx, _ = make()
+        got = loaded(idx, w)
+        torch.testing.assert_close(_flat(got)[0], fn(idx, w))
+        states.append(loaded.report["cudagraphs"])
+    assert states[0] == "warm-up" and states[-1].startswith("captured (1x)"), states
+    try:
+        for _ in range(3):  # the flag is read after a replay, at latest a call or two later
+            loaded(torch.full_like(idx, 60), w)
+            if DEVICE == "cuda":
+                torch.cuda.synchronize()
+        raise AssertionError("a bad index did not raise after a replay")
+    except IndexError as e:
+        return {"states": states, "bad_index": str(e)[:80]}
 
 
 def main(mode, out_path):

@@ -7,9 +7,14 @@ sources (C++ functions or Triton kernels), its constants and its output structur
 Triton module come from their sources through the kernel caches (a warm cache loads, a cold
 one compiles), so nothing is unpickled and no traced graph is needed.
 
+A graph wrapped for CUDA graph replays (mode="reduce-overhead") is described by the graph
+it replays plus the replay settings its wrapping decided (the inputs it mutates, those whose
+layouts the caller promises, whether outputs are handed over); loading wraps it again, and
+the loaded runner warms up, captures and replays like a fresh one.
+
 Not describable (``NotCacheable`` says why): a graph that runs eagerly (``EagerGraph``), one
-wrapped for CUDA graphs, one whose constants hold something other than tensors, numbers,
-dtypes, devices, strings and ATen operators.
+whose constants hold something other than tensors, numbers, dtypes, devices, strings and
+ATen operators.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from torch.utils import _pytree as pytree
 
 from danlu_inductor.codegen.cpp.backend import CppBackend
 from danlu_inductor.codegen.triton.backend import TritonBackend
+from danlu_inductor.cudagraphs import CudaGraphRunner
 from danlu_inductor.pipeline.compiled import CompiledGraph, FirstCallGuard
 from danlu_inductor.pipeline.steps import load_call
 
@@ -79,6 +85,10 @@ def _decode_const(spec: dict, tensors: dict):
 
 def graph_artifact(compiled) -> tuple[dict, dict]:
     """``(meta, tensors)`` for a compiled graph; raises ``NotCacheable``."""
+    replay = None
+    if isinstance(compiled, CudaGraphRunner):
+        replay = compiled.settings()
+        compiled = compiled.compiled
     if not isinstance(compiled, CompiledGraph):
         reason = getattr(compiled, "report", {}).get("fallback_reason")
         raise NotCacheable(reason or f"{type(compiled).__name__} is not a generated graph")
@@ -110,6 +120,8 @@ def graph_artifact(compiled) -> tuple[dict, dict]:
         "out_spec": out_spec,
         "report": report,
     }
+    if replay is not None:
+        meta["cudagraphs"] = replay
     return meta, tensors
 
 
@@ -146,4 +158,9 @@ def load_graph(meta: dict, tensors: dict):
     compiled = CompiledGraph(call, out_spec, meta["wrapper"], source, None, None, report)
     compiled.consts = consts
     compiled.build = build
+    if backend == "triton":  # what a CUDA graph runner reads after each replay
+        compiled.err_flag = getattr(inner, "err_flag", None)
+    replay = meta.get("cudagraphs")
+    if replay is not None:
+        return CudaGraphRunner.from_settings(compiled, replay)
     return compiled

@@ -187,6 +187,24 @@ class CudaGraphRunner:
         err = getattr(compiled, "err_flag", None)
         self.flag_watch = FlagWatch(err) if err is not None else None
 
+    def settings(self) -> dict:
+        """What the wrapping decided, as plain data (a graph cache entry keeps it)."""
+        return {
+            "mutated": sorted(self.mutated),
+            "fixed_layouts": sorted(self.fixed_layouts),
+            "share_outputs": bool(self.share_outputs),
+        }
+
+    @classmethod
+    def from_settings(cls, compiled, settings: dict) -> CudaGraphRunner:
+        """A runner for ``compiled`` (a graph loaded from the cache) as ``settings`` say."""
+        return cls(
+            compiled,
+            [int(i) for i in settings["mutated"]],
+            frozenset(int(i) for i in settings["fixed_layouts"]),
+            share_outputs=bool(settings["share_outputs"]),
+        )
+
     def __getattr__(self, name):  # loop_ir(), wrapper_source, artifacts, ...
         return getattr(self.compiled, name)
 
