@@ -20,7 +20,8 @@ pytest.importorskip("triton", reason="danlu-inductor's Triton backend needs trit
 pytest.importorskip("danlu_aotautograd", reason="danlu-aotautograd is not installed")
 
 
-def test_transformer_block_training_step_on_the_triton_path(tmp_path):
+@pytest.mark.parametrize("block", ["gpt2", "llama"])
+def test_transformer_block_training_step_on_the_triton_path(tmp_path, block):
     env = dict(os.environ)
     env.update(
         TRITON_INTERPRET="1",
@@ -33,7 +34,7 @@ def test_transformer_block_training_step_on_the_triton_path(tmp_path):
     out = tmp_path / "out.json"
     script = pathlib.Path(__file__).parent / "triton_training_case.py"
     proc = subprocess.run(
-        [sys.executable, str(script), str(out)],
+        [sys.executable, str(script), str(out), block],
         env=env,
         capture_output=True,
         text=True,

@@ -1,5 +1,6 @@
-"""A GPT-2 style block trained one step through danlu-aotautograd with danlu-inductor's
-Triton backend compiling forward and backward; run in a child process by
+"""A GPT-2 style block (or, with ``llama`` after OUT.json, a LLaMA-style one: RMSNorm,
+grouped-query attention, SwiGLU) trained one step through danlu-aotautograd with
+danlu-inductor's Triton backend compiling forward and backward; run in a child process by
 test_inductor_triton.py with CPU tensors under the Triton interpreter
 (DANLU_INDUCTOR_TRITON_ON_CPU=1 TRITON_INTERPRET=1) and every kernel compiled ahead of time
 for sm_90 (DANLU_INDUCTOR_TRITON_CHECK_TARGET=90). Writes what it checked to OUT.json.
@@ -39,7 +40,42 @@ class Block(nn.Module):
         return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
 
-def main(out_path):
+class LlamaBlock(nn.Module):
+    """RMSNorm, attention with 4 query heads over 2 key/value heads (the gradients of the
+    shared heads sum over their 2 repeats: a reduction over rows of 2), SwiGLU."""
+
+    def __init__(self, dim=32, heads=4, kv_heads=2, hidden=48):
+        super().__init__()
+        self.heads, self.kv_heads, self.hd = heads, kv_heads, dim // heads
+        self.norm1 = nn.Parameter(torch.rand(dim) + 0.5)
+        self.norm2 = nn.Parameter(torch.rand(dim) + 0.5)
+        self.q = nn.Linear(dim, dim, bias=False)
+        self.kv = nn.Linear(dim, 2 * kv_heads * self.hd, bias=False)
+        self.o = nn.Linear(dim, dim, bias=False)
+        self.gate = nn.Linear(dim, hidden, bias=False)
+        self.up = nn.Linear(dim, hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+
+    @staticmethod
+    def rms(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    def forward(self, x):
+        b, t, c = x.shape
+        h = self.rms(x, self.norm1)
+        q = self.q(h).view(b, t, self.heads, self.hd).transpose(1, 2)
+        k, v = self.kv(h).view(b, t, 2, self.kv_heads, self.hd).permute(2, 0, 3, 1, 4)
+        rep = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        att = (q @ k.transpose(-2, -1)) * self.hd**-0.5
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        x = x + self.o((att @ v).transpose(1, 2).reshape(b, t, c))
+        h = self.rms(x, self.norm2)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+def main(out_path, block="gpt2"):
     import danlu_aotautograd as aot
     from danlu_inductor import compile_fx
 
@@ -51,7 +87,7 @@ def main(out_path):
         return compiled
 
     torch.manual_seed(0)
-    model = Block()
+    model = LlamaBlock() if block == "llama" else Block()
     ref64 = copy.deepcopy(model).double()
     # a non-contiguous input: the block sees (batch, seq, dim) through a transpose
     x = torch.randn(16, 2, 32).transpose(0, 1)
@@ -82,4 +118,4 @@ def main(out_path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

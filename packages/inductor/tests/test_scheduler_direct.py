@@ -273,3 +273,49 @@ def test_a_flat_view_still_joins_a_kernel_of_another_shape():
     graph, sched = schedule(build, torch.randn(2, 4, 6, 6))
     (g,) = sched.groups
     assert set(g.placements.values()) == {"x"}
+
+
+def _swiglu_backward(g, u, grad_out, w_down):
+    # the down projection's weight gradient reads a recomputed silu(g) * u; the gradients of
+    # g and u read the same g and u
+    s = L(aten.sigmoid.default)(g)
+    gs = L(aten.mul.Tensor)(g, s)
+    h = L(aten.mul.Tensor)(gs, u)
+    gw = L(aten.mm.default)(L(aten.permute.default)(grad_out, [1, 0]), h)
+    grad_h = L(aten.mm.default)(grad_out, w_down)
+    grad_u = L(aten.mul.Tensor)(grad_h, gs)
+    one_minus = L(aten.rsub.Scalar)(s, 1)
+    dsilu = L(aten.mul.Tensor)(s, L(aten.add.Tensor)(L(aten.mul.Tensor)(g, one_minus), 1))
+    grad_g = L(aten.mul.Tensor)(L(aten.mul.Tensor)(grad_h, u), dsilu)
+    return [gw, grad_u, grad_g]
+
+
+def test_matmuls_order_freely_so_a_recompute_joins_its_sibling_kernel():
+    """Matmuls keep no order among library calls of their own (their inputs still order
+    them): the recomputed silu(g) * u of a SwiGLU backward joins the kernel that computes
+    the gradients of g and u from the same two tensors (one read of them, one launch), and
+    the weight-gradient matmul that reads the product runs after that kernel."""
+    args = (torch.randn(16, 24), torch.randn(16, 24), torch.randn(16, 8), torch.randn(8, 24))
+    graph, sched = schedule(_swiglu_backward, *args)
+    loops = [g for g in sched.groups if not g.is_extern]
+    assert len(loops) == 1, sched.describe()
+    gw, grad_u, grad_g = (b.get_name() for b in graph.graph_outputs)
+    where = group_of(sched)
+    (kernel,) = loops
+    mm_after = [g for g in sched.groups if g.is_extern and gw in g.names]
+    assert mm_after and where[gw] > sched.groups.index(kernel), sched.describe()
+    assert_topological(sched)
+
+
+def test_library_calls_with_effects_keep_their_order():
+    # a matmul writing in place, or an op outside the order-free set (random numbers, side
+    # effects, a fallback), keeps its place among the calls that keep theirs
+    class Call:
+        def __init__(self, op, mutates=()):
+            self.op, self.mutates = op, list(mutates)
+
+    keeps = scheduler_mod._keeps_order
+    assert not keeps(Call(aten.mm.default)) and not keeps(Call(aten.convolution.default))
+    assert keeps(Call(aten.mm.default, ["buf3"]))
+    assert keeps(Call(aten.bernoulli.default)) and keeps(Call(aten.index_put_.default))
+    assert keeps(Call(None))
