@@ -314,7 +314,7 @@ def test_library_calls_with_effects_keep_their_order():
         def __init__(self, op, mutates=()):
             self.op, self.mutates = op, list(mutates)
 
-    keeps = scheduler_mod._keeps_order
+    keeps = scheduler_mod._keeps_call_order
     assert not keeps(Call(aten.mm.default)) and not keeps(Call(aten.convolution.default))
     assert keeps(Call(aten.mm.default, ["buf3"]))
     assert keeps(Call(aten.bernoulli.default)) and keeps(Call(aten.index_put_.default))

@@ -348,6 +348,12 @@ class _ReplayByRerun:
                 o.copy_(n)
 
 
+def _record_by_rerun(call, static, device):
+    """A runner's ``_record`` on CPU: (the stand-in graph, its outputs)."""
+    g = _ReplayByRerun(call, static)
+    return g, g.outs
+
+
 def run_cudagraph_runner_logic():
     """The CUDA graph runner's bookkeeping without a GPU (capture replaced by re-running):
     warm-up, static inputs read in place, copies of the others, results that stay valid,
@@ -373,9 +379,7 @@ def run_cudagraph_runner_logic():
     c = compile_triton(aten_graph(fn, idx, w, x), [idx, w, x], torch.device("cpu"), opts)
     assert "_err.item()" not in c.wrapper_source  # no sync inside the captured call
     runner = cudagraphs.CudaGraphRunner(c, ())
-    runner._record = lambda call, static, device: (lambda g: (g, g.outs))(
-        _ReplayByRerun(call, static)
-    )
+    runner._record = _record_by_rerun
     states, kept = [], []
     for k in range(7):
         if k == 4:
@@ -631,9 +635,7 @@ def _cudagraph_runner_roundtrip(artifacts):
     assert loaded.settings() == meta["cudagraphs"] and loaded.report["cached"]
     assert loaded.compiled.err_flag is not None and loaded.flag_watch is not None
     if DEVICE == "cpu":  # capture replaced by re-running (see run_cudagraph_runner_logic)
-        loaded._record = lambda call, static, device: (lambda g: (g, g.outs))(
-            _ReplayByRerun(call, static)
-        )
+        loaded._record = _record_by_rerun
     states = []
     for _ in range(4):
         idx, _ = make()

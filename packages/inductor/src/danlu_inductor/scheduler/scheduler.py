@@ -65,7 +65,7 @@ ORDER_FREE_EXTERNS = frozenset(
 )
 
 
-def _keeps_order(extern) -> bool:
+def _keeps_call_order(extern) -> bool:
     return getattr(extern, "op", None) not in ORDER_FREE_EXTERNS or bool(extern.mutates)
 
 
@@ -256,7 +256,7 @@ class Scheduler:
                     n.deps.add(last_writer[b])
                 readers.setdefault(b, []).append(n.name)
             if isinstance(n, ExternSchedulerNode):
-                if _keeps_order(n.node):
+                if _keeps_call_order(n.node):
                     # library calls keep their relative order (random streams, side effects)
                     if prev_extern is not None:
                         n.deps.add(prev_extern)
