@@ -214,3 +214,27 @@ def test_a_launcher_that_cannot_build_is_noted_not_raised():
     precompile.prebuild_launcher(_Kernel("k"), info, driver=object())
     precompile.prebuild_launcher(None, info, driver=Driver())
     assert info == {}
+
+
+def test_jobs_carry_the_parents_triton_variables(monkeypatch):
+    """A worker's environment is the fork server's, from when that started: each job carries
+    the parent's Triton variables at submission (cache folder, compile options), so a variable
+    set or dropped since then reaches the worker, and the interpreter switch never does."""
+    monkeypatch.setenv("TRITON_DANLU_PROBE_OLD", "1")
+    precompile.shutdown()
+    try:
+        pool = precompile._pool(1, None)
+        with precompile._without_main():
+            assert pool.submit(precompile._ready).result(timeout=300)
+        monkeypatch.delenv("TRITON_DANLU_PROBE_OLD")
+        monkeypatch.setenv("TRITON_DANLU_PROBE_NEW", "2")
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+        env = precompile.triton_env()
+        assert "TRITON_INTERPRET" not in env and env["TRITON_DANLU_PROBE_NEW"] == "2"
+        pool.submit(precompile._use_env, env).result(timeout=60)
+        seen = [pool.submit(os.getenv, k).result(timeout=60) for k in sorted(env)]
+        assert seen == [env[k] for k in sorted(env)]
+        assert pool.submit(os.getenv, "TRITON_DANLU_PROBE_OLD").result(timeout=60) is None
+        assert pool.submit(os.getenv, "TRITON_INTERPRET").result(timeout=60) is None
+    finally:
+        precompile.shutdown()

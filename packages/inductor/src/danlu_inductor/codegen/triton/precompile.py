@@ -8,11 +8,12 @@ Triton's on-disk cache under the key the first real launch computes. With an exp
 architecture instead (no GPU needed); tests use that to prove every kernel compiles.
 
 Each config is a job of its own, the configs of reductions (the slowest to build) first, so
-the pool stays busy to the end. Workers are spawned processes, started once and reused;
-``warm_up`` starts them (each imports torch and Triton, seconds) while the first graph is
-still being lowered, so that the first ``precompile`` finds them ready. They compile with the interpreter
+the pool stays busy to the end. Workers are processes forked from a fork server that
+imported torch once (spawned where there is none), started once and reused; ``warm_up``
+starts them (seconds) while the first graph is still being lowered, so that the first
+``precompile`` finds them ready. They compile with the interpreter
 off, whatever the parent runs with: kernels that the parent runs under ``TRITON_INTERPRET=1``
-still compile for a real target. They start without the user's main module: a spawned
+still compile for a real target. They start without the user's main module: a new
 process would otherwise import it and run a script's top-level code (the model, its
 training loop) again in every worker, or fail at once when that code compiles again
 ("An attempt has been made to start a new process before ... bootstrapping").
@@ -34,6 +35,7 @@ import types
 
 from danlu_inductor.codegen.triton.cache_folder import cache_root
 
+_INTERPRET = "TRITON_INTERPRET"
 _POOL: concurrent.futures.ProcessPoolExecutor | None = None
 _POOL_KEY = None
 _SPAWN_LOCK = threading.Lock()
@@ -54,7 +56,7 @@ def _without_main():
 
 
 def _init_worker(cuda_device):
-    os.environ.pop("TRITON_INTERPRET", None)
+    os.environ.pop(_INTERPRET, None)
     mod = sys.modules.get("danlu_inductor.codegen.triton.device_math")
     if mod is not None:  # decorated under the interpreter before the variable was dropped
         importlib.reload(mod)
@@ -75,14 +77,27 @@ def _load(path):
     return mod
 
 
-def compile_job(path, kernel, configs, dtypes, sizes, target, cache_dir=None):
-    """-> [(config, error or None, {"seconds", "ptx", "cubin"})] for one kernel. ``cache_dir``:
-    the parent's Triton cache folder when the job was submitted, where its first launch looks
-    the binaries up (a worker's own environment dates from its start)."""
+def triton_env() -> dict:
+    """This process's Triton variables (its cache folder, its compile options) as a job
+    carries them to a worker, the interpreter switch left out."""
+    return {k: v for k, v in os.environ.items() if k.startswith("TRITON_") and k != _INTERPRET}
+
+
+def _use_env(env) -> None:
+    for k in [k for k in os.environ if k.startswith("TRITON_") and k not in env]:
+        del os.environ[k]
+    os.environ.update(env)
+
+
+def compile_job(path, kernel, configs, dtypes, sizes, target, env=None):
+    """-> [(config, error or None, {"seconds", "ptx", "cubin"})] for one kernel. ``env``: the
+    parent's ``triton_env()`` when the job was submitted: its cache folder, where its first
+    launch looks the binaries up, and the options that go into a binary's cache key (a
+    worker's own environment is the fork server's, from when that started)."""
     import torch
 
-    if cache_dir:
-        os.environ["TRITON_CACHE_DIR"] = cache_dir
+    if env is not None:
+        _use_env(env)
 
     fn = getattr(_load(path), kernel)
     out = []
@@ -139,6 +154,30 @@ def prebuild_launcher(kernel, info, driver=None) -> None:
         info["launcher_error"] = f"{type(e).__name__}: {str(e)[-300:]}"
 
 
+# imported once by the fork server, not once by each worker: what a worker needs to unpickle
+# compile_job (torch and this package). Nothing here imports triton.language, whose JIT
+# helpers would be built for the interpreter when the parent runs under TRITON_INTERPRET=1.
+_PRELOAD = ("torch", __name__)
+
+
+def _context():
+    """Workers forked from a fork server that imported torch once. Spawned workers each
+    imported torch themselves: 16 of them at once took 4.9 s before the first answered on
+    the H100 host (one import alone: 2.8 s), and several compiling processes side by side
+    (the suite's --jobs) multiplied that CPU time. The server is a fresh process (never the
+    caller, whose CUDA state a fork must not copy). Spawn where there is no fork server."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    from multiprocessing import forkserver
+
+    # the preload list is the process's one fork server's: keep what the program asked for
+    # (it has no effect once that server runs)
+    had = list(getattr(getattr(forkserver, "_forkserver", None), "_preload_modules", None) or ())
+    ctx.set_forkserver_preload(had + [m for m in _PRELOAD if m not in had])
+    return ctx
+
+
 def _pool(workers, cuda_device):
     global _POOL, _POOL_KEY
     key = (workers, cuda_device)
@@ -146,7 +185,7 @@ def _pool(workers, cuda_device):
         return _POOL
     if _POOL is not None:
         _POOL.shutdown(wait=False, cancel_futures=True)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = _context()
     _POOL = concurrent.futures.ProcessPoolExecutor(
         max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(cuda_device,)
     )
@@ -205,7 +244,7 @@ def precompile(path, jobs, target=None, cuda_device=None, workers=None, slow_fir
     # the folder was chosen wrote them to Triton's default folder, and every config compiled a
     # second time, one after another, at its first launch (LLaMA training: a 75 s first call
     # on the H200 against 21 s of compile phases)
-    cache_dir = os.environ.get("TRITON_CACHE_DIR")
+    env = triton_env()
     if not interpreting and (workers == 1 or (nconfigs == 1 and target is None)):
         out = {j[0]: compile_job(path, *j, target) for j in jobs}
     else:
@@ -216,7 +255,7 @@ def precompile(path, jobs, target=None, cuda_device=None, workers=None, slow_fir
             futures = [
                 (
                     kernel,
-                    pool.submit(compile_job, path, kernel, [cfg], dtypes, sizes, target, cache_dir),
+                    pool.submit(compile_job, path, kernel, [cfg], dtypes, sizes, target, env),
                 )
                 for kernel, cfgs, dtypes, sizes in order
                 for cfg in cfgs
