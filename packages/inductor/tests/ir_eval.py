@@ -77,10 +77,12 @@ class Evaluator:
     def where(self, c, a, b):
         return torch.where(c, a, b)
 
-    def indirect_indexing(self, v, size):
+    def indirect_indexing(self, v, size, checked=True):
         s = sympy.Symbol(f"ind{self._n}", integer=True)
         self._n += 1
         v = v.long()
+        # unchecked: the lowering promised every value in range (a constant table)
+        assert checked or bool(((v >= 0) & (v < int(size))).all()), "unchecked index out of range"
         self.env[s] = torch.where(v < 0, v + int(size), v)
         return s
 

@@ -68,3 +68,29 @@ def test_row_index_is_checked_once_outside_the_row_loop():
     assert src.index("*dl_err = 1") < src.index("#pragma omp simd")
     with pytest.raises(IndexError):
         c(w, torch.tensor([[3, 0], [10, 1]]))
+
+
+def _gather_by_table(table):
+    """x.index_select(1, table) with ``table`` a constant of the graph (a get_attr, as folded
+    index tables are)."""
+    root = torch.nn.Module()
+    root.table = table
+    g = fx.Graph()
+    x = g.placeholder("x")
+    t = g.get_attr("table")
+    g.output((g.call_function(aten.index_select.default, (x, 1, t)),))
+    return fx.GraphModule(root, g)
+
+
+def test_constant_index_table_in_range_is_not_checked():
+    # every value of a constant table is known when compiling: in range, the gather needs no
+    # wrap, no check and no error flag; one bad value keeps the check (and eager's error)
+    x = torch.randn(3, 5)
+    good, bad = torch.tensor([4, 0, 2, 2]), torch.tensor([4, 0, 5, 2])
+    (c,) = compile_fx_batch([(_gather_by_table(good), [x])])
+    torch.testing.assert_close(c(x)[0], x.index_select(1, good))
+    assert "dl_err" not in c.kernel_source[c.kernel_source.index('extern "C"') :]
+    (c,) = compile_fx_batch([(_gather_by_table(bad), [x])])
+    assert "*dl_err = 1" in c.kernel_source
+    with pytest.raises(IndexError):
+        c(x)

@@ -149,8 +149,8 @@ class OpHandler:
     def load(self, name, index):
         return self.k.load(name, index)
 
-    def indirect_indexing(self, v, size):
-        return self.k.indirect(v, size)
+    def indirect_indexing(self, v, size, checked=True):
+        return self.k.indirect(v, size, checked)
 
     def constant(self, value, dtype):
         return self.emit(self.literal(value, dtype), dtype)

@@ -139,7 +139,8 @@ class Printer:
             if name == "indirect_indexing":
                 import sympy
 
-                self.lines.append(f"i_{args[0]} = indirect({args[0]}, {args[1]})")
+                known = "" if len(args) < 3 or args[2] else ", in range"
+                self.lines.append(f"i_{args[0]} = indirect({args[0]}, {args[1]}{known})")
                 return sympy.Symbol(f"i_{args[0]}", integer=True)
             if name == "to_dtype":
                 return self._emit(f"to_dtype({args[0]}, {str(args[1]).replace('torch.', '')})")

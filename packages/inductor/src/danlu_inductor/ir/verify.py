@@ -258,7 +258,7 @@ class _CheckHandler:
         self._val("to_dtype", v)
         return _Val(dtype)
 
-    def indirect_indexing(self, v, size):
+    def indirect_indexing(self, v, size, checked=True):
         dt = self._val("indirect_indexing", v)
         if dt.is_floating_point or dt == torch.bool:
             self._fail(f"indirect_indexing of a {_dt(dt)} value (needs an integer)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from danlu_inductor.ir.nodes import Pointwise, StorageBox
+from danlu_inductor.ir.nodes import ConstantBuffer, Pointwise, ReinterpretView, StorageBox, View
 from danlu_inductor.ir.ops import ops
 from danlu_inductor.ir.symbols import FloorDiv, SelectedClamp, as_expr, as_exprs, is_static
 from danlu_inductor.lowering.registry import (
@@ -223,6 +223,27 @@ def constant_pad_nd(x, pad, value=0):
     return StorageBox(Pointwise(dtype, new, inner))
 
 
+def _known_in_range(index, n) -> bool:
+    """Whether every value of ``index`` is a position in ``[0, n)`` already at compile time:
+    a constant (a folded table such as max pooling's gradient's window indices), read whole
+    or through views. Gathers through it need no wrap, no bounds check and no clamp (ResNet-50
+    training's stem gradient checked four such tables for each of its 51 M elements)."""
+    node = index
+    while not isinstance(node, ConstantBuffer):
+        if isinstance(node, StorageBox):
+            node = node.data
+        elif isinstance(node, View):
+            node = node.base
+        elif isinstance(node, ReinterpretView):
+            node = node.buffer
+        else:
+            return False
+    v = node.value
+    if not is_static(n) or v.numel() == 0 or v.is_floating_point() or v.dtype == torch.bool:
+        return False
+    return bool(v.min() >= 0) and bool(v.max() < int(n))
+
+
 @register(aten.embedding.default)
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     if len(weight.get_size()) != 2 or indices.get_dtype() not in (torch.int64, torch.int32):
@@ -231,8 +252,10 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     nrows = as_expr(weight.get_size()[0])
     isize = list(indices.get_size())
 
+    checked = not _known_in_range(indices, nrows)
+
     def inner(index):
-        row = ops.indirect_indexing(iload(index[: len(isize)]), nrows)
+        row = ops.indirect_indexing(iload(index[: len(isize)]), nrows, checked)
         return wload([row, index[len(isize)]])
 
     return StorageBox(Pointwise(weight.get_dtype(), isize + [weight.get_size()[1]], inner))
@@ -248,9 +271,10 @@ def index_select(x, dim, index):
     n = as_expr(size[dim])
     new = list(size)
     new[dim] = index.get_size()[0] if index.get_size() else sympy.Integer(1)
+    checked = not _known_in_range(index, n)
 
     def inner(idx):
-        pos = ops.indirect_indexing(iload([idx[dim]] if index.get_size() else []), n)
+        pos = ops.indirect_indexing(iload([idx[dim]] if index.get_size() else []), n, checked)
         full = list(idx)
         full[dim] = pos
         return xload(full)
@@ -266,9 +290,10 @@ def gather(x, dim, index, sparse_grad=False):
     dim = normalize_dim(dim, len(size))
     xload, iload = x.make_loader(), index.make_loader()
     n = as_expr(size[dim])
+    checked = not _known_in_range(index, n)
 
     def inner(idx):
-        pos = ops.indirect_indexing(iload(idx), n)
+        pos = ops.indirect_indexing(iload(idx), n, checked)
         full = list(idx)
         full[dim] = pos
         return xload(full)
@@ -299,7 +324,10 @@ def index(x, indices):
         before, after = [], rest
     out_size = [size[d] for d in before] + list(bshape) + [size[d] for d in after]
     xload = x.make_loader()
-    loaders = [(d, broadcast_loader(t, bshape)) for d, t in tensors]
+    loaders = [
+        (d, broadcast_loader(t, bshape), not _known_in_range(t, as_expr(size[d])))
+        for d, t in tensors
+    ]
     nb = len(bshape)
 
     def inner(idx):
@@ -309,8 +337,8 @@ def index(x, indices):
         bidx = idx[len(before) : len(before) + nb]
         for k, d in enumerate(after):
             full[d] = idx[len(before) + nb + k]
-        for d, load in loaders:
-            full[d] = ops.indirect_indexing(load(bidx), as_expr(size[d]))
+        for d, load, checked in loaders:
+            full[d] = ops.indirect_indexing(load(bidx), as_expr(size[d]), checked)
         return xload(full)
 
     return StorageBox(Pointwise(x.get_dtype(), out_size, inner))

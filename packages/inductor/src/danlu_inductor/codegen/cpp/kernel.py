@@ -321,8 +321,9 @@ class CppKernel:
             flat = flat * s + v
         return cexpr(flat)
 
-    def indirect(self, v: CSEVar, size):
-        self.uses_indirect = True
+    def indirect(self, v: CSEVar, size, checked=True):
+        """A gather index, wrapped and checked like eager (the error flag); ``checked=False``:
+        known in range (a constant table), used as it is."""
         name = f"idx{self.n}"
         self.n += 1
         target = self.scope
@@ -332,10 +333,12 @@ class CppKernel:
             target = target.parent
         else:
             self.inner_vars.add(name)  # side effects (the error flag): not hoisted
-        s = cexpr(size)
         target.lines.append(f"int64_t {name} = static_cast<int64_t>({v.name});")
-        target.lines.append(f"if ({name} < 0) {name} += {s};")
-        target.lines.append(f"if ({name} < 0 || {name} >= {s}) {{ *dl_err = 1; {name} = 0; }}")
+        if checked:
+            self.uses_indirect = True
+            s = cexpr(size)
+            target.lines.append(f"if ({name} < 0) {name} += {s};")
+            target.lines.append(f"if ({name} < 0 || {name} >= {s}) {{ *dl_err = 1; {name} = 0; }}")
         return sym(name)
 
     # --------------------------------------------------------------------- node bodies

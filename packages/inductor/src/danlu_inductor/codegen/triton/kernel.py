@@ -377,23 +377,32 @@ class TritonKernel:
             v = f"{v}.to({TL_DTYPE[dtype]})"
         self.line(f"tl.store({self.ptr(name, out=True)} + {offset}, {v}, {self.mask(ctx)})")
 
-    def indirect(self, v: TVar, size) -> sympy.Symbol:
+    def indirect(self, v: TVar, size, checked=True) -> sympy.Symbol:
         """A gather index: wrapped like eager (negative counts from the end), checked, and
         clamped so no lane reads out of bounds; a bad index sets the error flag the wrapper
-        turns into IndexError."""
-        self.uses_err = True
+        turns into IndexError. ``checked=False``: known in range (a constant table), used as
+        it is."""
         s = texpr(size)
         dims = v.dims
         i = self.emit(f"{v}.to(tl.int64)", torch.int64, dims)
-        i = self.emit(f"tl.where({i} < 0, {i} + {s}, {i})", torch.int64, dims)
-        bad = self.emit(f"({i} < 0) | ({i} >= {s})", torch.bool, dims)
-        m = self.mask(dims)
-        badm = f"{bad} & {m}" if m else bad
-        offs = f"tl.zeros({self.shape(dims)}, tl.int32)" if dims else "0"
-        self.line(
-            f"tl.store(err_ptr + {offs}, 1, {badm})" if dims else f"tl.store(err_ptr, 1, {badm})"
-        )
-        i = self.emit(f"tl.where({bad}, 0, {i})", torch.int64, dims)
+        if checked:
+            self.uses_err = True
+            i = self.emit(f"tl.where({i} < 0, {i} + {s}, {i})", torch.int64, dims)
+            bad = self.emit(f"({i} < 0) | ({i} >= {s})", torch.bool, dims)
+            m = self.mask(dims)
+            badm = f"{bad} & {m}" if m else bad
+            # one flag store per check: the same index gathered again reuses ``bad`` and
+            # would store the same flag again (up to 4 times in ResNet-50's stem gradient)
+            key = f"err-store {badm}"
+            if self.block.lookup(key) is None:
+                offs = f"tl.zeros({self.shape(dims)}, tl.int32)" if dims else "0"
+                self.line(
+                    f"tl.store(err_ptr + {offs}, 1, {badm})"
+                    if dims
+                    else f"tl.store(err_ptr, 1, {badm})"
+                )
+                self.block.cache[key] = bad
+            i = self.emit(f"tl.where({bad}, 0, {i})", torch.int64, dims)
         sym = sympy.Symbol(i.name, integer=True, nonnegative=True)
         self.sym_dims[i.name] = dims
         b = self._bound(size)
