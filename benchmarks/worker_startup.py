@@ -6,8 +6,9 @@ time over the workers (ViT inference on the H200: 6.3 s of wall for 9.7 s of bui
 workers). This times, on the machine it runs on: one bare interpreter start, the imports a
 worker makes (torch, triton), a CUDA context, and the whole pool of N workers becoming
 ready, with and without each worker's CUDA context, and the device memory the pool holds,
-for workers spawned (each imports torch) and forked from a fork server (torch imported once;
-the server outlives a pool, so "again" finds it running).
+for workers spawned (each imports torch; what the compiler does) and forked from a fork
+server (torch imported once; the server outlives a pool, so "again" finds it running; its
+first start blocks the caller until the server has imported torch).
 
     python benchmarks/worker_startup.py --workers 16
 """
@@ -36,18 +37,25 @@ def _device_free_gib():
     return free / 2**30
 
 
+def _forkserver_context():
+    """What the compiler tried instead of spawning: a fork server that imports torch once."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "danlu_inductor.codegen.triton.precompile"])
+    return ctx
+
+
 def pool_ready(workers: int, cuda_device, method: str) -> dict:
     """Seconds until the first of ``workers`` workers answered and until all of them had
     (each held a 1 s job), and the device memory they hold (their CUDA contexts, if they
-    open one). ``method``: "forkserver" (what the compiler uses) or "spawn" (before)."""
-    import multiprocessing
-
+    open one). ``method``: "spawn" (what the compiler uses) or "forkserver"."""
     from danlu_inductor.codegen.triton import precompile
 
     precompile.shutdown()
     chosen = precompile._context
-    if method == "spawn":
-        precompile._context = lambda: multiprocessing.get_context("spawn")
+    if method == "forkserver":
+        precompile._context = lambda: _forkserver_context()
     try:
         before = _device_free_gib()
         t = time.perf_counter()

@@ -8,10 +8,9 @@ Triton's on-disk cache under the key the first real launch computes. With an exp
 architecture instead (no GPU needed); tests use that to prove every kernel compiles.
 
 Each config is a job of its own, the configs of reductions (the slowest to build) first, so
-the pool stays busy to the end. Workers are processes forked from a fork server that
-imported torch once (spawned where there is none), started once and reused; ``warm_up``
-starts them (seconds) while the first graph is still being lowered, so that the first
-``precompile`` finds them ready. They compile with the interpreter
+the pool stays busy to the end. Workers are spawned processes, started once and reused;
+``warm_up`` starts them (each imports torch and Triton, seconds) while the first graph is
+still being lowered, so that the first ``precompile`` finds them ready. They compile with the interpreter
 off, whatever the parent runs with: kernels that the parent runs under ``TRITON_INTERPRET=1``
 still compile for a real target. They start without the user's main module: a new
 process would otherwise import it and run a script's top-level code (the model, its
@@ -93,7 +92,7 @@ def compile_job(path, kernel, configs, dtypes, sizes, target, env=None):
     """-> [(config, error or None, {"seconds", "ptx", "cubin"})] for one kernel. ``env``: the
     parent's ``triton_env()`` when the job was submitted: its cache folder, where its first
     launch looks the binaries up, and the options that go into a binary's cache key (a
-    worker's own environment is the fork server's, from when that started)."""
+    worker's own environment dates from its start)."""
     import torch
 
     if env is not None:
@@ -154,28 +153,13 @@ def prebuild_launcher(kernel, info, driver=None) -> None:
         info["launcher_error"] = f"{type(e).__name__}: {str(e)[-300:]}"
 
 
-# imported once by the fork server, not once by each worker: what a worker needs to unpickle
-# compile_job (torch and this package). Nothing here imports triton.language, whose JIT
-# helpers would be built for the interpreter when the parent runs under TRITON_INTERPRET=1.
-_PRELOAD = ("torch", __name__)
-
-
 def _context():
-    """Workers forked from a fork server that imported torch once. Spawned workers each
-    imported torch themselves: 16 of them at once took 4.9 s before the first answered on
-    the H100 host (one import alone: 2.8 s), and several compiling processes side by side
-    (the suite's --jobs) multiplied that CPU time. The server is a fresh process (never the
-    caller, whose CUDA state a fork must not copy). Spawn where there is no fork server."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    ctx = multiprocessing.get_context("forkserver")
-    from multiprocessing import forkserver
-
-    # the preload list is the process's one fork server's: keep what the program asked for
-    # (it has no effect once that server runs)
-    had = list(getattr(getattr(forkserver, "_forkserver", None), "_preload_modules", None) or ())
-    ctx.set_forkserver_preload(had + [m for m in _PRELOAD if m not in had])
-    return ctx
+    """Spawned workers. Forked from a fork server that imported torch once, 16 workers
+    answered sooner on the H100 host once the server ran, but its first start blocked the
+    compiling thread while the server imported torch (each compile report's "other" phase
+    grew from 0.3-0.6 s to 6-8 s in the suite); a spawned worker imports in the
+    background. ``benchmarks/worker_startup.py`` times both."""
+    return multiprocessing.get_context("spawn")
 
 
 def _pool(workers, cuda_device):
