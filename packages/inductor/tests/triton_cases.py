@@ -200,6 +200,13 @@ CASES = {
         lambda: [torch.randn(16, 32, 16, 16) * 1e-2 + 1000],
         {"persistent_reduction"},
     ),
+    # reductions over at most 8 values are pointwise combinations of that many loads (a
+    # grouped-query attention's key gradient sums 4 heads), here from a transposed input
+    "short_reductions_unrolled": (
+        lambda x: (x.transpose(1, 3).sum(3), x.amax(-1), x.prod(2), x[..., :2].sum([2, 4])),
+        lambda: [torch.randn(2, 4, 3, 16, 5)],
+        {"pointwise"},
+    ),
     # scalar bookkeeping (batch norms' step counters) shares no buffer: one kernel for all
     "tiny_counters": (
         lambda a, b, c, x: (a + 1, b + 1, c * 2, x.relu()),
@@ -635,6 +642,10 @@ KERNEL_COUNTS = {
 }
 
 
+# cases that must make kernels of these kinds only
+ONLY_KINDS = {"short_reductions_unrolled": {"pointwise"}}
+
+
 # cases whose every kernel loads and stores at most this many buffers (scheduler's
 # MAX_GPU_KERNEL_STREAMS: past it a kernel's build time, not its run time, grows)
 MAX_POINTERS = {"residual_chain_many_streams": 48}
@@ -688,6 +699,8 @@ def run_interpret(name):
             assert g.stride() == r.stride(), (g.stride(), r.stride())
     made = {a.kind for a in c.artifacts}
     assert kinds <= made, (kinds, made)
+    if name in ONLY_KINDS:
+        assert made == ONLY_KINDS[name], made
     if name in FULL_SIZE_BUFFERS:
         shape, count = FULL_SIZE_BUFFERS[name]
         stored = c.loop_ir().count(f"Pointwise(ranges={shape})")
