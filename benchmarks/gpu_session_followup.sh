@@ -2,15 +2,16 @@
 # The first device call of a session after a CPU-side one (one start, about 570 s): what the
 # thirteenth session changed, checked and measured, in order of importance, each in what is
 # left: the interpreted kernel cases of the unrolled short reductions and the unchecked
-# constant-table gathers on CUDA, the wrapper cases; LLaMA, T5 and ResNet-50 training beside
+# constant-table gathers on CUDA, the wrapper cases; the build pools' start (spawned workers
+# against workers forked from one helper process); LLaMA, T5 and ResNet-50 training beside
 # torch.compile (the prediction in docs/benchmarks.md: LLaMA's grouped-query sums 0.78 ->
 # 0.2-0.25 ms a step on an H100); then a cold reduce-overhead compile of ViT inference with
 # one job (compile time against torch.compile's).
 #
 #   OUT=/some/dir bash benchmarks/gpu_session_followup.sh
 #
-# Writes $OUT/log.txt, kernel_cases.json, wrapper_cases.txt,
-# profile_{llama,t5,resnet50}_train.md, ro_cold.md (7 files). Installs the packages only when
+# Writes $OUT/log.txt, kernel_cases.json, wrapper_cases.txt, worker_startup.json,
+# profile_{llama,t5,resnet50}_train.md, ro_cold.md (8 files). Installs the packages only when
 # the machine does not have them (a warm machine from an earlier call does).
 set -u
 cd "$(dirname "$0")/.."
@@ -28,6 +29,9 @@ python3 -c "import json,sys; [print(k, v.get('ok'), str(v.get('error', ''))[-300
 summarize_wrapper_cases /tmp/dsf-wrapper.json > "$OUT/wrapper_cases.txt" 2>&1
 python3 -c "import json; print('artifact_roundtrip:', json.load(open('/tmp/dsf-wrapper.json')).get('artifact_roundtrip'))" >> "$OUT/wrapper_cases.txt" 2>&1
 cat "$OUT/wrapper_cases.txt" | tee -a "$OUT/log.txt"
+timeout 120 python3 benchmarks/worker_startup.py --workers 16 > "$OUT/worker_startup.json" 2>&1
+echo "== worker startup rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
+cat "$OUT/worker_startup.json" | tee -a "$OUT/log.txt"
 profile_model llama train danlu,torch '{}' 80
 profile_model t5 train danlu,torch '{}' 80
 profile_model resnet50 train danlu,torch '{}' 100

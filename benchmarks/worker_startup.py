@@ -6,9 +6,9 @@ time over the workers (ViT inference on the H200: 6.3 s of wall for 9.7 s of bui
 workers). This times, on the machine it runs on: one bare interpreter start, the imports a
 worker makes (torch, triton), a CUDA context, and the whole pool of N workers becoming
 ready, with and without each worker's CUDA context, and the device memory the pool holds,
-for workers spawned (each imports torch; what the compiler does) and forked from a fork
-server (torch imported once; the server outlives a pool, so "again" finds it running; its
-first start blocks the caller until the server has imported torch).
+for workers spawned (each imports torch) and forked from one spawned helper process (torch
+imported once; what the compiler does). A fork server, tried once, blocked the caller on its
+first start until it had imported torch (docs/benchmarks.md, thirteenth session).
 
     python benchmarks/worker_startup.py --workers 16
 """
@@ -37,30 +37,22 @@ def _device_free_gib():
     return free / 2**30
 
 
-def _forkserver_context():
-    """What the compiler tried instead of spawning: a fork server that imports torch once."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "danlu_inductor.codegen.triton.precompile"])
-    return ctx
-
-
 def pool_ready(workers: int, cuda_device, method: str) -> dict:
     """Seconds until the first of ``workers`` workers answered and until all of them had
     (each held a 1 s job), and the device memory they hold (their CUDA contexts, if they
-    open one). ``method``: "spawn" (what the compiler uses) or "forkserver"."""
+    open one). ``method``: "helper" (workers forked from one helper process: what the
+    compiler uses) or "spawn" (each worker a spawned process)."""
     from danlu_inductor.codegen.triton import precompile
 
     precompile.shutdown()
-    chosen = precompile._context
-    if method == "forkserver":
-        precompile._context = lambda: _forkserver_context()
+    chosen = precompile._make_pool
+    if method == "spawn":
+        precompile._make_pool = precompile.spawned_pool
     try:
         before = _device_free_gib()
         t = time.perf_counter()
         pool = precompile._pool(workers, cuda_device)
-        with precompile._without_main():
+        with precompile.without_main():
             first = pool.submit(precompile._ready)
             rest = [pool.submit(time.sleep, 1.0) for _ in range(workers - 1)]
         first.result()
@@ -71,7 +63,7 @@ def pool_ready(workers: int, cuda_device, method: str) -> dict:
         after = _device_free_gib()
     finally:
         precompile.shutdown()
-        precompile._context = chosen
+        precompile._make_pool = chosen
     held = None if before is None else round(before - after, 2)
     return {"first_s": took, "all_s (approx.)": every, "device_gib_held": held}
 
@@ -92,7 +84,7 @@ def main():
     if cuda:
         out["torch + CUDA context"] = timed_python("import torch; torch.cuda.set_device(0)")
         torch.cuda.init()
-    for method in ("spawn", "forkserver"):
+    for method in ("spawn", "helper"):
         for device in [0, None] if cuda else [None]:
             key = f"{method} pool of {args.workers}, CUDA device {device}"
             out[key] = pool_ready(args.workers, device, method)

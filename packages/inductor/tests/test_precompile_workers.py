@@ -112,7 +112,7 @@ def test_workers_build_into_the_parents_triton_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # Triton's default folder, isolated
     try:
         pool = precompile._pool(2, None)
-        with precompile._without_main():  # the workers start now, without the variable
+        with precompile.without_main():  # the workers start now, without the variable
             started = [pool.submit(precompile._ready) for _ in range(2)]
         assert all(f.result(timeout=300) for f in started)
         chosen = tmp_path / "chosen"
@@ -224,7 +224,7 @@ def test_jobs_carry_the_parents_triton_variables(monkeypatch):
     precompile.shutdown()
     try:
         pool = precompile._pool(1, None)
-        with precompile._without_main():
+        with precompile.without_main():
             assert pool.submit(precompile._ready).result(timeout=300)
         monkeypatch.delenv("TRITON_DANLU_PROBE_OLD")
         monkeypatch.setenv("TRITON_DANLU_PROBE_NEW", "2")
@@ -236,5 +236,31 @@ def test_jobs_carry_the_parents_triton_variables(monkeypatch):
         assert seen == [env[k] for k in sorted(env)]
         assert pool.submit(os.getenv, "TRITON_DANLU_PROBE_OLD").result(timeout=60) is None
         assert pool.submit(os.getenv, "TRITON_INTERPRET").result(timeout=60) is None
+    finally:
+        precompile.shutdown()
+
+
+def test_a_dead_helper_fails_its_jobs_and_is_replaced():
+    """The build workers fork from one helper process: if it dies, the jobs waiting on it
+    fail (the compile then builds each kernel at its first launch) and the next pool asked
+    for is a new one that works."""
+    import signal
+    import time
+    from concurrent.futures.process import BrokenProcessPool
+
+    import pytest
+
+    precompile.shutdown()
+    try:
+        pool = precompile._pool(2, None)
+        assert pool.submit(precompile._ready).result(timeout=300)
+        waiting = pool.submit(time.sleep, 30)
+        os.kill(pool._proc.pid, signal.SIGKILL)
+        with pytest.raises(BrokenProcessPool):
+            waiting.result(timeout=60)
+        pool._proc.join(timeout=30)
+        fresh = precompile._pool(2, None)
+        assert fresh is not pool
+        assert fresh.submit(precompile._ready).result(timeout=300)
     finally:
         precompile.shutdown()

@@ -8,9 +8,9 @@ Triton's on-disk cache under the key the first real launch computes. With an exp
 architecture instead (no GPU needed); tests use that to prove every kernel compiles.
 
 Each config is a job of its own, the configs of reductions (the slowest to build) first, so
-the pool stays busy to the end. Workers are spawned processes, started once and reused;
-``warm_up`` starts them (each imports torch and Triton, seconds) while the first graph is
-still being lowered, so that the first ``precompile`` finds them ready. They compile with the interpreter
+the pool stays busy to the end. Workers fork from one helper process that imports torch
+once (build_pool.py), started once and reused; ``warm_up`` starts them (seconds) while the
+first graph is still being lowered, so that the first ``precompile`` finds them ready. They compile with the interpreter
 off, whatever the parent runs with: kernels that the parent runs under ``TRITON_INTERPRET=1``
 still compile for a real target. They start without the user's main module: a new
 process would otherwise import it and run a script's top-level code (the model, its
@@ -22,36 +22,19 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
-import contextlib
 import importlib
 import importlib.util
 import multiprocessing
 import os
 import sys
-import threading
 import time
-import types
 
+from danlu_inductor.codegen.triton.build_pool import HelperPool, without_main
 from danlu_inductor.codegen.triton.cache_folder import cache_root
 
 _INTERPRET = "TRITON_INTERPRET"
 _POOL: concurrent.futures.ProcessPoolExecutor | None = None
 _POOL_KEY = None
-_SPAWN_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _without_main():
-    """While workers start: a ``__main__`` with no file and no spec, so that multiprocessing
-    gives the new process nothing of the user's main module to import."""
-    with _SPAWN_LOCK:
-        main = sys.modules.get("__main__")
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        try:
-            yield
-        finally:
-            if main is not None:
-                sys.modules["__main__"] = main
 
 
 def _init_worker(cuda_device):
@@ -153,26 +136,33 @@ def prebuild_launcher(kernel, info, driver=None) -> None:
         info["launcher_error"] = f"{type(e).__name__}: {str(e)[-300:]}"
 
 
-def _context():
-    """Spawned workers. Forked from a fork server that imported torch once, 16 workers
-    answered sooner on the H100 host once the server ran, but its first start blocked the
-    compiling thread while the server imported torch (each compile report's "other" phase
-    grew from 0.3-0.6 s to 6-8 s in the suite); a spawned worker imports in the
-    background. ``benchmarks/worker_startup.py`` times both."""
-    return multiprocessing.get_context("spawn")
+def _make_pool(workers, cuda_device):
+    """Workers forked from one helper process that imported torch once (build_pool.py);
+    spawned ones where processes cannot fork."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return spawned_pool(workers, cuda_device)
+    return HelperPool(workers, initializer=_init_worker, initargs=(cuda_device,))
+
+
+def spawned_pool(workers, cuda_device):
+    """Each worker a spawned process importing torch itself (what the compiler did before;
+    ``benchmarks/worker_startup.py`` times both)."""
+    return concurrent.futures.ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(cuda_device,),
+    )
 
 
 def _pool(workers, cuda_device):
     global _POOL, _POOL_KEY
     key = (workers, cuda_device)
-    if _POOL is not None and _POOL_KEY == key:
-        return _POOL
+    if _POOL is not None and _POOL_KEY == key and getattr(_POOL, "alive", lambda: True)():
+        return _POOL  # (a pool whose helper died is replaced: its jobs failed, not later ones)
     if _POOL is not None:
         _POOL.shutdown(wait=False, cancel_futures=True)
-    ctx = _context()
-    _POOL = concurrent.futures.ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(cuda_device,)
-    )
+    _POOL = _make_pool(workers, cuda_device)
     _POOL_KEY = key
     atexit.register(shutdown)  # stop the workers before the interpreter tears down
     return _POOL
@@ -183,8 +173,8 @@ def _ready():
 
 
 def warm_up(cuda_device=None, workers=None) -> None:
-    """Start the worker processes now, without waiting for them: a pool spawns a worker per
-    job it cannot give to an idle one, so ``workers`` no-op jobs start them all."""
+    """Start the worker processes now, without waiting for them (a spawned pool starts a
+    worker per job it cannot give to an idle one: ``workers`` no-op jobs start them all)."""
     workers = workers or default_workers()
     if workers == 1 or os.environ.get("TRITON_INTERPRET", "0") == "1":
         return
@@ -193,7 +183,7 @@ def warm_up(cuda_device=None, workers=None) -> None:
         return
     cache_root()  # TRITON_CACHE_DIR set before the workers copy the environment
     pool = _pool(workers, cuda_device)
-    with _without_main():
+    with without_main():
         for _ in range(workers):
             pool.submit(_ready)
 
@@ -235,7 +225,7 @@ def precompile(path, jobs, target=None, cuda_device=None, workers=None, slow_fir
         pool = _pool(workers, cuda_device)
         slow = set(slow_first)
         order = sorted(jobs, key=lambda j: j[0] not in slow)  # stable: the given order else
-        with _without_main():  # workers start while jobs are submitted
+        with without_main():  # workers start while jobs are submitted
             futures = [
                 (
                     kernel,
