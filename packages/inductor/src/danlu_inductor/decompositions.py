@@ -18,6 +18,9 @@ KEEP = {
     # position bias: 262144 indices into 32 rows took 21 ms on an H200). ATen's own
     # embedding backward sorts and reduces each run in parallel.
     aten.embedding_dense_backward.default,
+    # one Welford or two-pass statistic gives both (lowering/reductions.py): decomposed, the
+    # mean was a separate sum of the same values (every layer and batch norm)
+    aten.var_mean.correction,
 }
 
 

@@ -16,8 +16,10 @@ aten = torch.ops.aten
 
 
 def _biased_var_mean(x, dims):
-    var = aten.var.correction(x, dims, correction=0, keepdim=True)
-    mean = aten.div.Tensor(aten.sum.dim_IntList(x, dims, True), numel_of(x, dims))
+    # one op, so that a backend keeping var_mean gets both statistics from one pass (a
+    # separate sum for the mean was a second reduction of the same values); this table
+    # decomposes it into var and sum / n
+    var, mean = aten.var_mean.correction(x, dims, correction=0, keepdim=True)
     return var, mean
 
 
