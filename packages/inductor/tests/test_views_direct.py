@@ -210,6 +210,32 @@ def test_nested_floor_divisions_fold():
     assert simplify_index(odd).has(FloorDiv)
 
 
+def test_a_chunk_of_a_flattened_image_folds():
+    """A split reduction's chunk (flat = 784 * chunk + r) of a channels-last [N, 56, 56, C]
+    image: w = r % 56, h = (14 * chunk + r // 56) % 56 (the inner quotient simplified), n =
+    flat // 3136. It folds back to C * flat: no division left for each value."""
+    import random
+
+    import sympy
+
+    from danlu_inductor.ir.symbols import FloorDiv, IMod, simplify_index
+
+    x0, r0, c = sympy.symbols("x0 r0 x1", integer=True, nonnegative=True)
+    flat = 784 * x0 + r0
+    index = c + 256 * IMod(flat, 56) + 14336 * IMod(FloorDiv(flat, 56), 56)
+    index += 802816 * FloorDiv(flat, 3136)
+    assert index.has(FloorDiv)  # as the lowering builds it
+    folded = simplify_index(index)
+    assert sympy.expand(folded - (c + 256 * r0 + 200704 * x0)) == 0
+    rng = random.Random(0)
+    for _ in range(200):  # the same values as the unfolded index
+        point = {x0: rng.randrange(256), r0: rng.randrange(784), c: rng.randrange(256)}
+        assert int(index.xreplace(point)) == int(folded.xreplace(point))
+    # an inner quotient by another divisor (r // 28) does not merge
+    other = 14336 * IMod(14 * x0 + FloorDiv(r0, 28), 56) + 802816 * FloorDiv(flat, 3136)
+    assert simplify_index(other).has(FloorDiv)
+
+
 def test_symbolic_length_split_folds():
     """[b, s0, 128] read as [b*s0, 128]: the coefficient of the quotient holds the symbol."""
     import sympy

@@ -272,6 +272,23 @@ def _coeff_and_divmod(term: Expr) -> tuple[Expr, Expr]:
     return term.as_coeff_Mul()
 
 
+def _merged_quotients(x, n) -> list:
+    """``x // n`` in the form FloorDiv takes when ``x = k + r // m`` (k an integer sum) was
+    itself simplified from ``(k*m + r) // m``: ``(k*m + r) // (m*n)``. A split reduction's
+    chunk index (flat = chunk * x0 + r0) reaches a channels-last image's (h, w) through both
+    forms, and only this one matches the outer quotient."""
+    if not isinstance(x, sympy.Add):
+        return []
+    divs = [t for t in x.args if isinstance(t, FloorDiv)]
+    if len(divs) != 1 or not divs[0].args[1].is_Integer:
+        return []
+    r, m = divs[0].args
+    k = x - divs[0]
+    if not (k.is_integer and m > 0):
+        return []
+    return [FloorDiv(sympy.expand(k * m + r), m * n)]
+
+
 def simplify_index(expr: Expr) -> Expr:
     """Undo div/mod splits that a reshape introduced: ``c*(a % n) + c*n*(a // n) -> c*a``,
     also one level down (``c*((a // m) % n) + c*n*(a // (m*n)) -> c*(a // m)``), so a
@@ -290,9 +307,9 @@ def simplify_index(expr: Expr) -> Expr:
             x, n = f1.args
             # x is a // m (m = 1: x itself); its quotient by n is a // (m*n)
             base, m = (x.args[0], x.args[1]) if isinstance(x, FloorDiv) else (x, 1)
-            outer = FloorDiv(base, m * n)
+            outers = {FloorDiv(base, m * n), *_merged_quotients(x, n)}
             for j, (c2, f2) in enumerate(parts):
-                if f2 == outer and c2 == c1 * n:
+                if f2 in outers and c2 == c1 * n:
                     rest = [t for k, t in enumerate(terms) if k not in (i, j)]
                     terms = list(sympy.Add(*rest, c1 * x).as_ordered_terms())
                     changed = True

@@ -300,9 +300,11 @@ class TritonKernel:
             return self._value_of(name)
         dtype = self.buffer_dtype[name]
         index = sympy.expand(index)
-        if self.row_block:
-            # a row of the block, reached through its chunk (x // block) and its place in it
-            # (x % block): the two fold back into x
+        if self.row_block or (index.has(IMod) and index.has(FloorDiv)):
+            # div/mod pairs that fold back: a row of a row block reached through its chunk
+            # (x // block) and its place in it (x % block); a split reduction's chunk of a
+            # channels-last image reached through (h, w) (``x1 + 256*(r0 % 56) + 14336*((14*x0
+            # + r0 // 56) % 56) + ...`` is ``x1 + 256*r0 + 200704*x0``: no divisions a value)
             index = simplify_index(index)
         self._check_index(index)
         index, inside = self._unclamped(index)
