@@ -8,6 +8,7 @@ all are non-negative, so integer division and modulo print as plain C ``/`` and 
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import threading
 from collections.abc import Sequence
@@ -289,6 +290,7 @@ def _merged_quotients(x, n) -> list:
     return [FloorDiv(sympy.expand(k * m + r), m * n)]
 
 
+@functools.lru_cache(maxsize=8192)  # pure; a graph's kernels load through few distinct indices
 def simplify_index(expr: Expr) -> Expr:
     """Undo div/mod splits that a reshape introduced: ``c*(a % n) + c*n*(a // n) -> c*a``,
     also one level down (``c*((a // m) % n) + c*n*(a // (m*n)) -> c*(a // m)``), so a
