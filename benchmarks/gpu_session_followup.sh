@@ -4,9 +4,10 @@
 # left: the interpreted kernel cases of the unrolled short reductions and the unchecked
 # constant-table gathers on CUDA, the wrapper cases; the build pools' start (spawned workers
 # against workers forked from one helper process); LLaMA, T5 and ResNet-50 training beside
-# torch.compile (the prediction in docs/benchmarks.md: LLaMA's grouped-query sums 0.78 ->
-# 0.2-0.25 ms a step on an H100); then a cold reduce-overhead compile of ViT inference with
-# one job (compile time against torch.compile's).
+# torch.compile (the predictions in docs/benchmarks.md, H100: LLaMA's grouped-query sums
+# 0.78 -> 0.2-0.25 ms a step; ResNet-50's generated kernels 8.10 -> 7.6-7.85 ms from the
+# one-pass norm statistics and the folded chunk indices); then a cold reduce-overhead compile
+# of ViT inference with one job (compile time against torch.compile's).
 #
 #   OUT=/some/dir bash benchmarks/gpu_session_followup.sh
 #
