@@ -228,16 +228,13 @@ def _known_in_range(index, n) -> bool:
     a constant (a folded table such as max pooling's gradient's window indices), read whole
     or through views. Gathers through it need no wrap, no bounds check and no clamp (ResNet-50
     training's stem gradient checked four such tables for each of its 51 M elements)."""
-    node = index
-    while not isinstance(node, ConstantBuffer):
-        if isinstance(node, StorageBox):
-            node = node.data
-        elif isinstance(node, View):
-            node = node.base
-        elif isinstance(node, ReinterpretView):
-            node = node.buffer
-        else:
-            return False
+    node = index.storage_box() if isinstance(index, View) else index
+    if isinstance(node, StorageBox):
+        node = node.unwrap_buffer()
+    elif isinstance(node, ReinterpretView):
+        node = node.buffer
+    if not isinstance(node, ConstantBuffer):
+        return False
     v = node.value
     if not is_static(n) or v.numel() == 0 or v.is_floating_point() or v.dtype == torch.bool:
         return False

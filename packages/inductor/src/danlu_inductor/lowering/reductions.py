@@ -3,6 +3,8 @@ written with them (mean, var, layer norm). Softmax, log-softmax and logsumexp: s
 
 from __future__ import annotations
 
+import itertools
+
 import sympy
 import torch
 
@@ -166,13 +168,11 @@ def _unrolled(inner, kept_sizes, red_sizes, reduction_type, out_dtype, src_dtype
     extent = int(product(red_sizes))
     if not 1 <= extent <= UNROLL_MAX_EXTENT:
         return None
-    points = []
-    for flat in range(extent):  # row-major over the reduced dims, as a reduction walks them
-        rindex, rest = [], flat
-        for size in reversed([int(s) for s in red_sizes]):
-            rindex.append(sympy.Integer(rest % size))
-            rest //= size
-        points.append(rindex[::-1])
+    # row-major over the reduced dims, as a reduction walks them
+    points = [
+        [sympy.Integer(i) for i in point]
+        for point in itertools.product(*(range(int(s)) for s in red_sizes))
+    ]
     combine = _UNROLLABLE[reduction_type]
 
     def fn(index):

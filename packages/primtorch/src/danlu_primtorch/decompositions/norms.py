@@ -19,8 +19,7 @@ def _biased_var_mean(x, dims):
     # one op, so that a backend keeping var_mean gets both statistics from one pass (a
     # separate sum for the mean was a second reduction of the same values); this table
     # decomposes it into var and sum / n
-    var, mean = aten.var_mean.correction(x, dims, correction=0, keepdim=True)
-    return var, mean
+    return aten.var_mean.correction(x, dims, correction=0, keepdim=True)
 
 
 @register(aten.native_layer_norm.default)
