@@ -26,7 +26,8 @@ import threading
 import types
 from concurrent.futures.process import BrokenProcessPool
 
-_SPAWN_LOCK = threading.Lock()
+# reentrant: a pool made inside ``without_main`` starts its helper inside it too
+_SPAWN_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager

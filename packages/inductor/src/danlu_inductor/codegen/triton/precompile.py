@@ -173,16 +173,19 @@ def _ready():
 
 
 def warm_up(cuda_device=None, workers=None) -> None:
-    """Start the worker processes now, without waiting for them (a spawned pool starts a
-    worker per job it cannot give to an idle one: ``workers`` no-op jobs start them all)."""
+    """Start the worker processes now, without waiting for them. A helper pool forks all of
+    its workers itself; a spawned pool starts a worker per job it cannot give to an idle
+    one, so ``workers`` no-op jobs start them all."""
     workers = workers or default_workers()
-    if workers == 1 or os.environ.get("TRITON_INTERPRET", "0") == "1":
+    if workers == 1 or os.environ.get(_INTERPRET, "0") == "1":
         return
     fresh = _POOL is None or _POOL_KEY != (workers, cuda_device)
     if not fresh:
         return
     cache_root()  # TRITON_CACHE_DIR set before the workers copy the environment
     pool = _pool(workers, cuda_device)
+    if isinstance(pool, HelperPool):
+        return
     with without_main():
         for _ in range(workers):
             pool.submit(_ready)
@@ -212,7 +215,7 @@ def precompile(path, jobs, target=None, cuda_device=None, workers=None, slow_fir
     t0 = time.perf_counter()
     workers = workers or default_workers()
     path = str(path)
-    interpreting = os.environ.get("TRITON_INTERPRET", "0") == "1"
+    interpreting = os.environ.get(_INTERPRET, "0") == "1"
     nconfigs = sum(len(j[1]) for j in jobs)
     # the binaries go where this process's launches will look for them: workers started before
     # the folder was chosen wrote them to Triton's default folder, and every config compiled a
