@@ -61,11 +61,59 @@ def pool_ready(workers: int, cuda_device, method: str) -> dict:
             f.result()
         every = round(time.perf_counter() - t - 1.0, 2)
         after = _device_free_gib()
+        built = _build_on(pool_workers=workers, cuda_device=cuda_device)
+        after_builds = _device_free_gib()
     finally:
         precompile.shutdown()
         precompile._make_pool = chosen
     held = None if before is None else round(before - after, 2)
-    return {"first_s": took, "all_s (approx.)": every, "device_gib_held": held}
+    out = {"first_s": took, "all_s (approx.)": every, "device_gib_held": held}
+    if built is not None:
+        out.update(built)
+        out["device_gib_held_after_builds"] = round(before - after_builds, 2)
+    return out
+
+
+KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_one(in_ptr0, out_ptr1, xnumel, XBLOCK: tl.constexpr):
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    tl.store(out_ptr1 + xindex, tl.load(in_ptr0 + xindex, xmask) + 1.0, xmask)
+"""
+
+
+def _build_on(pool_workers: int, cuda_device):
+    """Real builds on the pool (a small kernel, 32 configs: every worker builds), where a GPU
+    is there: what a worker's build itself opens on the device (a CUDA context or none)."""
+    import tempfile
+
+    import torch
+
+    from danlu_inductor.codegen.triton import precompile
+
+    if cuda_device is None or not torch.cuda.is_available():
+        return None
+    folder = tempfile.mkdtemp(prefix="worker-startup-")
+    path = f"{folder}/add_one_kernels.py"
+    with open(path, "w") as f:
+        f.write(KERNEL)
+    configs = [
+        (x, None, w) for x in (64, 128, 256, 512, 1024, 2048, 4096, 8192) for w in (1, 2, 4, 8)
+    ]
+    t = time.perf_counter()
+    out = precompile.precompile(
+        path,
+        [("add_one", configs, ["float32", "float32"], [4096])],
+        cuda_device=cuda_device,
+        workers=pool_workers,
+    )
+    errors = [err for _, err, _ in out["add_one"] if err]
+    return {"builds_s (32 configs)": round(time.perf_counter() - t, 2), "build_errors": errors[:2]}
 
 
 def main():

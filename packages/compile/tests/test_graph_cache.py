@@ -275,3 +275,39 @@ def test_stored_tensors_keep_their_values_and_exact_layouts():
         assert back[name].dtype == t.dtype
         torch.testing.assert_close(back[name], t)
     assert sum(e["nbytes"] for e in index) == 4 * (7 + 2 * 10 + 7 + 60 + 12) + 6
+
+
+def test_a_gpu_module_starts_its_build_workers_when_compiled(monkeypatch):
+    """``danlu.compile(module)`` with the inductor backend starts the Triton build workers at
+    once for a module whose weights are on a CUDA device (their start then overlaps the first
+    call's capture), with one of those weights; a CPU module, another backend, or a plain
+    function asks for nothing."""
+    import danlu_inductor
+    from danlu.backends import start_build_workers_for
+
+    asked = []
+    monkeypatch.setattr(
+        danlu_inductor, "start_build_workers", lambda inputs: asked.append(list(inputs))
+    )
+
+    class OnGpu:  # a weight stand-in on a machine without a GPU: only its device is read
+        device = torch.device("cuda", 0)
+
+    class GpuModule:
+        def parameters(self):
+            return iter([OnGpu()])
+
+        def buffers(self):
+            return iter([])
+
+    start_build_workers_for(GpuModule())
+    assert len(asked) == 1 and asked[0][0].device == torch.device("cuda", 0)
+    danlu.compile(torch.nn.Linear(3, 4))
+    danlu.compile(torch.nn.Linear(3, 4), backend="aot_eager")
+    danlu.compile(lambda x: x + 1)
+    assert len(asked) == 1
+    monkeypatch.setattr(torch.nn.Linear, "parameters", lambda self: iter([OnGpu()]))
+    danlu.compile(torch.nn.Linear(3, 4))
+    assert len(asked) == 2
+    danlu.compile(torch.nn.Linear(3, 4), backend="aot_eager")
+    assert len(asked) == 2

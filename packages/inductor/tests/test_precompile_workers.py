@@ -264,3 +264,32 @@ def test_a_dead_helper_fails_its_jobs_and_is_replaced():
         assert fresh.submit(precompile._ready).result(timeout=300)
     finally:
         precompile.shutdown()
+
+
+def test_workers_see_only_the_callers_device_without_a_context(monkeypatch):
+    """A pool for CUDA device ``i`` makes the caller's ``i``-th visible device the workers'
+    only one (their device 0, what Triton builds for), through CUDA_VISIBLE_DEVICES and
+    without opening a CUDA context in any worker (each one held 0.5 GiB of device memory)."""
+    import pytest
+
+    assert precompile.only_device(2, None) == "2"
+    assert precompile.only_device(1, "3, 5") == "5"
+    assert precompile.only_device(0, "GPU-aa,GPU-bb") == "GPU-aa"
+    for index, visible in ((2, "3,5"), (-1, "3"), (0, "")):
+        with pytest.raises(ValueError, match="not among CUDA_VISIBLE_DEVICES"):
+            precompile.only_device(index, visible)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    precompile.shutdown()
+    try:
+        pool = precompile._pool(1, 1)
+        with precompile.without_main():
+            assert pool.submit(os.getenv, "CUDA_VISIBLE_DEVICES").result(timeout=300) == "5"
+        assert pool.submit(_cuda_initialized).result(timeout=60) is False
+    finally:
+        precompile.shutdown()
+
+
+def _cuda_initialized():
+    import torch
+
+    return torch.cuda.is_initialized()

@@ -14,6 +14,7 @@ options and loads the entry points before it looks a name up.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import time
@@ -101,6 +102,18 @@ def _start_gpu_build_workers(gm, example_inputs) -> None:
     except ImportError:  # an older danlu-inductor starts them when it lowers
         return
     start_build_workers(example_inputs)
+
+
+def start_build_workers_for(model) -> None:
+    """A module whose weights are on a GPU starts its Triton build workers when it is
+    compiled: they take seconds to start (each imports torch), and the first call's capture
+    and autograd phases then overlap that instead of the graph's kernel builds waiting."""
+    for tensor in itertools.chain(model.parameters(), model.buffers()):
+        if tensor.device.type == "cuda":
+            _start_gpu_build_workers(None, [tensor])
+            return
+        if tensor.device.type != "meta":
+            return  # the first weight off the GPU: not a GPU model (or not one device's)
 
 
 _FOR_TORCH_COMPILE: dict[str, Backend] = {}

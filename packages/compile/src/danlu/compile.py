@@ -11,7 +11,7 @@ import torch
 
 from danlu_dynamo import OptimizedModule
 
-from .backends import lookup_backend
+from .backends import lookup_backend, start_build_workers_for
 from .stats import CompileStats
 
 
@@ -56,6 +56,8 @@ def compile(
 
     if _applied_limit[0] != config.recompile_limit:
         apply_recompile_limit(config.recompile_limit)
+    if backend == "inductor" and isinstance(model, torch.nn.Module):
+        start_build_workers_for(model)
     optimize = danlu_dynamo.optimize(compiler, fullgraph=fullgraph, dynamic=dynamic)
     capture = getattr(optimize, "ctx", None)
     if capture is not None:
