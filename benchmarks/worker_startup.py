@@ -119,6 +119,7 @@ def _build_on(pool_workers: int, cuda_device):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workers", type=int, default=16)
+    p.add_argument("--methods", default="spawn,helper", help="pools to time: spawn, helper")
     args = p.parse_args()
     out = {
         "python": timed_python("pass"),
@@ -132,7 +133,7 @@ def main():
     if cuda:
         out["torch + CUDA context"] = timed_python("import torch; torch.cuda.set_device(0)")
         torch.cuda.init()
-    for method in ("spawn", "helper"):
+    for method in args.methods.split(","):
         for device in [0, None] if cuda else [None]:
             key = f"{method} pool of {args.workers}, CUDA device {device}"
             out[key] = pool_ready(args.workers, device, method)

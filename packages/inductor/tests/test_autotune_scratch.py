@@ -51,10 +51,31 @@ def test_autotune_launches_on_layout_preserving_copies(monkeypatch):
         seen.append([(a.stride(), a.untyped_storage().nbytes()) for a in args])
 
     monkeypatch.setattr(launcher, "_launch", fake_launch, raising=False)
-    monkeypatch.setattr(backend, "_time_launches", lambda launch: launch() or 1.0)
+    monkeypatch.setattr(backend, "_time_launches", lambda launch, **_: launch() or 1.0)
     sliced = torch.randn(8, 12)[:, :5]
     out = torch.empty(8, 5)
     launcher._autotune([sliced, out])
     assert seen and all(s[0][0] == sliced.stride() and s[0][1] >= (7 * 12 + 5) * 4 for s in seen), (
         seen
     )
+
+
+def test_small_working_sets_are_timed_with_the_l2_evicted():
+    """Tensors that fit the L2 cache twice over are timed each launch after a buffer twice
+    the L2's size was zeroed; larger ones, and CPU tensors, back to back."""
+    import pytest
+    import torch
+
+    from danlu_inductor.codegen.triton.backend import _time_launches, l2_flush_buffer
+
+    assert l2_flush_buffer([torch.ones(4), 3]) is None
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    small = torch.ones(1024, device="cuda")
+    flush = l2_flush_buffer([small])
+    l2 = torch.cuda.get_device_properties(small.device).L2_cache_size
+    assert flush is not None and flush.numel() * 4 == 2 * l2
+    big = torch.empty(3 * l2 // 4, dtype=torch.int32, device="cuda")
+    assert l2_flush_buffer([big]) is None
+    ms = _time_launches(lambda: small.add_(1), flush=flush)
+    assert 0 < ms < 10

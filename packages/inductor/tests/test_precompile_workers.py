@@ -293,3 +293,10 @@ def _cuda_initialized():
     import torch
 
     return torch.cuda.is_initialized()
+
+
+def test_compile_only_driver_is_harmless_without_a_gpu():
+    """The worker's stream stub (a build must not open a CUDA context) changes nothing where
+    Triton has no GPU driver, and where it has one, a build's stream is the default one."""
+    precompile._compile_only_driver()
+    assert precompile._default_stream(0) == 0

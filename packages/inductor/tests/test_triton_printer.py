@@ -76,6 +76,20 @@ def test_short_rows_take_a_pointwise_sized_block(kind):
     assert longer.XBLOCK * longer.RBLOCK <= 4096 and longer.RBLOCK >= 32
 
 
+def test_column_reductions_second_candidate_follows_the_column_count():
+    """A column reduction's two timed candidates: (32, 32, 4), then a block that suits its
+    column count: taller blocks for few columns (more loads in flight in few programs), a
+    wider one for many (a channels-last batch-norm sum's partials: 4096-65536)."""
+    for xnumel, second in ((65536, Config(64, 16, 4)), (16384, Config(32, 64, 8))):
+        cands = candidate_configs("outer_reduction", xnumel, 392)
+        assert cands[:2] == [Config(32, 32, 4), second]
+    small = candidate_configs("outer_reduction", 4096, 392)
+    assert small[:2] == [Config(32, 32, 4), Config(16, 64, 4)]
+    assert len(set(small)) == len(small)
+    short_rows = candidate_configs("outer_reduction", 8192, 24)  # RBLOCK capped by the rows
+    assert short_rows[1] == Config(32, 32, 8)
+
+
 def _kernels_for(fn, *inputs, for_gpu=False):
     from helpers import aten_graph
 

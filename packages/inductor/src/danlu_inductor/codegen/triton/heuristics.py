@@ -89,6 +89,21 @@ def heuristic_config(kind: str, xnumel: int, rnumel: int) -> Config:
     return Config(1, rb, _warps(rb))
 
 
+def _outer_second(xnumel: int) -> tuple[int, int, int]:
+    """A column reduction's second candidate (the first, (32, 32, 4), is the best single
+    choice). Few columns (a batch-norm gradient's partials of a small image: 4096-16384) keep
+    few programs busy, and more rows a step put more loads in flight; many columns (65536)
+    coalesce better with wider blocks. Channels-last batch-norm sums on an H200, L2 flushed
+    (run 67, benchmarks/outer_reduction_sweep.py): at 65536 columns (64, 16, 4) 1.00 against
+    (32, 32, 4) 1.11-1.19; at 8192-16384 (32, 64, 8) 1.00-1.02 against 1.05-1.24; at 4096
+    (16, 64, 4) 1.00 against 1.22."""
+    if xnumel >= 32768:
+        return (64, 16, 4)
+    if xnumel >= 8192:
+        return (32, 64, 8)
+    return (16, 64, 4)
+
+
 def candidate_configs(kind: str, xnumel: int, rnumel: int) -> list[Config]:
     """The heuristic pick first, then variants (deduplicated, blocks within the sizes)."""
     base = heuristic_config(kind, xnumel, rnumel)
@@ -114,7 +129,7 @@ def candidate_configs(kind: str, xnumel: int, rnumel: int) -> list[Config]:
                 cands.append(Config(xb, rb, w))
     elif kind == "outer_reduction":
         rcap = next_power_of_2(max(rnumel, 1))
-        for xb, rb, w in ((64, 16, 4), (128, 8, 4), (64, 8, 8), (256, 4, 8), (16, 64, 4)):
+        for xb, rb, w in (_outer_second(xnumel), (128, 8, 4), (64, 8, 8), (256, 4, 8), (16, 64, 4)):
             cands.append(Config(max(1, min(xb, xcap)), min(rb, rcap), w))
     else:
         rcap = next_power_of_2(max(rnumel, 1))

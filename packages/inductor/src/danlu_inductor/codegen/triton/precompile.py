@@ -44,6 +44,25 @@ def _init_worker(cuda_device):
         importlib.reload(mod)
     if cuda_device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = only_device(cuda_device)
+        _compile_only_driver()
+
+
+def _compile_only_driver() -> None:
+    """A worker builds and never launches, but Triton's JIT asks for the current stream even
+    to build, and torch's answer opens a CUDA context: 0.5 GiB of device memory per worker, 8
+    GiB for 16 (run 67, ``benchmarks/probes/worker_context.py``: the context appeared at
+    that call and at no other step of a build). A worker's stream is the default one (0),
+    never used. Best effort: without a GPU driver nothing changes."""
+    try:
+        from triton.runtime import driver
+
+        driver.active.get_current_stream = _default_stream
+    except Exception:
+        pass
+
+
+def _default_stream(*_args) -> int:
+    return 0
 
 
 def only_device(index: int, visible: str | None = None) -> str:
