@@ -200,6 +200,13 @@ CASES = {
         lambda: [torch.randn(16, 32, 16, 16) * 1e-2 + 1000],
         {"persistent_reduction"},
     ),
+    # split statistics sum values shifted by each chunk's first one: far outliers (100
+    # standard deviations) where chunks start, beside a large mean
+    "split_var_mean_outliers": (
+        lambda x: torch.var_mean(x, [0, 2, 3], correction=0),
+        lambda: [_with_outliers(torch.randn(16, 32, 56, 56) * 0.5 + 30)],
+        {"persistent_reduction"},
+    ),
     # reductions over at most 8 values are pointwise combinations of that many loads (a
     # grouped-query attention's key gradient sums 4 heads), here from a transposed input
     "short_reductions_unrolled": (
@@ -446,6 +453,12 @@ OUT_OF_BOUNDS = (
     lambda idx, w: F.embedding(idx, w) + 1,
     lambda: [torch.tensor([1, 2, 60]), torch.randn(50, 4)],
 )
+
+
+def _with_outliers(x):
+    x[:, :, 0, 0] = 80.0
+    x[:, :, 28, 0] = -20.0
+    return x
 
 
 def _tol(dtype):

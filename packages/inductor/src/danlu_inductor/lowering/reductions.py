@@ -507,12 +507,16 @@ def welford(x, dims, keepdim):
 
 def split_welford(x, dims, keepdim, c):
     """(mean, m2, count) of a reduction a GPU graph splits (batch-norm statistics: 64 channels
-    of 802816 values), reading ``x`` once: each chunk's mean and sum of squared deviations in
-    one Welford pass (a kernel that summed a chunk, then its squared deviations from the chunk
-    mean, read it twice: the second pass missed the cache, 73 us against 30 for ResNet-50's
-    64 x 256 x 56 x 56 statistics on the H200), then the chunks combined in a second kernel,
-    m2 = sum of the chunks' m2 + chunk * (chunk mean - mean)^2 (exact; the chunks are equal).
-    None where the reduction is not split."""
+    of 802816 values), reading ``x`` once. Each chunk sums its values shifted by its first
+    value, and their squares, in one pass (``s1``, ``s2``): its mean is ``shift + s1 / chunk``
+    and its m2 ``s2 - s1^2 / chunk``, accurate while the shift lies within a few standard
+    deviations of the chunk's mean (one of its values does, short of a far outlier). The
+    chunks then combine exactly in a second kernel, m2 = sum of the chunks' m2 + chunk *
+    (chunk mean - mean)^2 (the chunks are equal). A chunk summed, then summed again as squared
+    deviations from its mean, read it twice (the second pass missed the cache: 73 us against
+    30 for ResNet-50's 64 x 256 x 56 x 56 statistics on the H200); a Welford update an
+    element divides once per value (55 us against 47 shifted, hand-written on the H200, run
+    67). None where the reduction is not split."""
     inner, kept_sizes, red_sizes = reduction_body(x, dims, c)
     splits, chunk_major = split_count(inner, kept_sizes, red_sizes, "sum")
     if splits <= 1:
@@ -521,15 +525,27 @@ def split_welford(x, dims, keepdim, c):
     chunk = n // splits
     chunked = _chunked(inner, red_sizes, chunk, chunk_major)
     sizes = _partial_sizes(kept_sizes, splits, chunk_major)
-    # both read one accumulator when the scheduler fuses them (same body, same loads)
-    load_mean = realized(Reduction(c, sizes, [chunk], "welford_mean", chunked, c)).make_loader()
-    load_m2 = realized(Reduction(c, sizes, [chunk], "welford_m2", chunked, c)).make_loader()
+    first = [sympy.Integer(0)]
+
+    def shifted(index, rindex):
+        return ops.sub(chunked(index, rindex), chunked(index, first))
+
+    def shifted_sq(index, rindex):
+        d = shifted(index, rindex)
+        return ops.mul(d, d)
+
+    # one kernel when the scheduler fuses them (same loads, two accumulators)
+    load_s1 = realized(Reduction(c, sizes, [chunk], "sum", shifted, c)).make_loader()
+    load_s2 = realized(Reduction(c, sizes, [chunk], "sum", shifted_sq, c)).make_loader()
 
     def part(index, r):
         return [r, *index] if chunk_major else [*index, r]
 
+    def chunk_mean(p):
+        return ops.add(chunked(p, first), ops.truediv(load_s1(p), ops.constant(float(chunk), c)))
+
     def means_inner(index, rindex):
-        return load_mean(part(index, rindex[0]))
+        return chunk_mean(part(index, rindex[0]))
 
     means = realized(Reduction(c, kept_sizes, [splits], "sum", means_inner, c))
     mean_ = make_pointwise([means], lambda v: ops.truediv(v, ops.constant(float(splits), c)), c, c)
@@ -537,8 +553,10 @@ def split_welford(x, dims, keepdim, c):
 
     def combine(index, rindex):
         p = part(index, rindex[0])
-        d = ops.sub(load_mean(p), load_total_mean(index))
-        return ops.add(load_m2(p), ops.mul(ops.constant(float(chunk), c), ops.mul(d, d)))
+        s1 = load_s1(p)
+        own = ops.sub(load_s2(p), ops.truediv(ops.mul(s1, s1), ops.constant(float(chunk), c)))
+        d = ops.sub(chunk_mean(p), load_total_mean(index))
+        return ops.add(own, ops.mul(ops.constant(float(chunk), c), ops.mul(d, d)))
 
     m2 = realized(Reduction(c, kept_sizes, [splits], "sum", combine, c))
     if keepdim:
