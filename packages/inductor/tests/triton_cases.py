@@ -207,6 +207,24 @@ CASES = {
         lambda: [_with_outliers(torch.randn(16, 32, 56, 56) * 0.5 + 30)],
         {"persistent_reduction"},
     ),
+    # a sum over a one-hot row (the cross-entropy gradient's) is the selected value: no
+    # reduction; targets outside the row or ignored select nothing
+    "one_hot_row_sum": (
+        lambda g, t, w: (
+            torch.where(
+                (torch.arange(g.shape[1]).view(1, -1) == t.unsqueeze(1)) & (t != -1).unsqueeze(1),
+                w.unsqueeze(1),
+                0.0,
+            ).sum(1, keepdim=True)
+            * g
+        ),
+        lambda: [
+            torch.randn(64, 300),
+            torch.tensor([3, -1, 299, 300, -5] * 12 + [0] * 4),
+            torch.randn(64),
+        ],
+        {"pointwise"},
+    ),
     # reductions over at most 8 values are pointwise combinations of that many loads (a
     # grouped-query attention's key gradient sums 4 heads), here from a transposed input
     "short_reductions_unrolled": (

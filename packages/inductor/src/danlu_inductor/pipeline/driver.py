@@ -10,6 +10,7 @@ from danlu_inductor.cudagraphs import wrap_cudagraphs
 from danlu_inductor.options import validate_options, verify_ir_scope
 from danlu_inductor.passes.constant_folding import fold_constants
 from danlu_inductor.passes.cpu_scalars import move_cpu_scalars
+from danlu_inductor.passes.one_hot_sums import fold_one_hot_sums
 from danlu_inductor.pipeline import cpp
 from danlu_inductor.pipeline import triton as triton_path
 from danlu_inductor.pipeline.compiled import EagerGraph
@@ -30,6 +31,7 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs, options=None):
 
 def _compile_fx(gm, example_inputs, opts):
     move_cpu_scalars(gm, example_inputs)  # 0-dim CPU values of a CUDA graph, on its device
+    fold_one_hot_sums(gm)  # before folding: it reads the iota's arange
     fold_constants(gm)  # values that depend on no input: computed once, here
     backend, where = choose_backend(gm, example_inputs)
     if backend == "eager":
@@ -50,6 +52,7 @@ def compile_fx_batch(items):
     """Compile several graphs with one C++ compiler run (the compiler's start-up dominates
     small graphs). Returns one callable per ``(gm, example_inputs)``."""
     for gm, _ in items:
+        fold_one_hot_sums(gm)
         fold_constants(gm)
     generated = []
     for i, (gm, example_inputs) in enumerate(items):

@@ -19,7 +19,7 @@ from danlu_inductor.codegen.triton.backend import TritonBackend, interpreting
 from danlu_inductor.lowering import NotLowered
 from danlu_inductor.lowering.convolution import wants_channels_last
 from danlu_inductor.options import validate_options
-from danlu_inductor.passes import pad_matmuls
+from danlu_inductor.passes import fold_one_hot_sums, pad_matmuls
 from danlu_inductor.pipeline.compiled import CompiledGraph, EagerGraph, FirstCallGuard
 from danlu_inductor.pipeline.report import graph_report
 from danlu_inductor.pipeline.steps import (
@@ -75,6 +75,7 @@ def compile_fx_triton(gm, example_inputs, options=None):
     CUDA graph gets (``compile_fx`` itself takes this path for CPU graphs only with
     ``DANLU_INDUCTOR_TRITON_ON_CPU=1``)."""
     opts = validate_options(options)
+    fold_one_hot_sums(gm)  # as compile_fx does
     return compile_triton(gm, list(example_inputs), _device_of(example_inputs), opts)
 
 
