@@ -41,6 +41,13 @@ SPLITS = (8, 16, 32, 49, 64, 98, 128, 196, 256, 392, 512, 784, 1024)
 
 
 @triton.jit
+def _partials(C, S, XBLOCK: tl.constexpr):
+    # this program's partials (a column of XBLOCK): chunk-major, channel c of chunk s
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
+    return xindex, xindex < C * S, xindex % C, xindex // C
+
+
+@triton.jit
 def partial_sums(
     a_ptr,
     g_ptr,
@@ -55,10 +62,7 @@ def partial_sums(
     XBLOCK: tl.constexpr,
     RBLOCK: tl.constexpr,
 ):
-    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
-    xmask = xindex < C * S
-    c = xindex % C
-    s = xindex // C
+    xindex, xmask, c, s = _partials(C, S, XBLOCK)
     mean = tl.load(mean_ptr + c, xmask, other=0)
     rstd = tl.load(rstd_ptr + c, xmask, other=0)
     acc1 = tl.zeros([XBLOCK, RBLOCK], tl.float32)
@@ -81,10 +85,7 @@ def partial_sums(
 def partial_welford(x_ptr, out_mean, out_m2, C, S, L, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
     # the batch-norm statistics as danlu generates them: a running mean and sum of squared
     # deviations a lane, one division an element
-    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
-    xmask = xindex < C * S
-    c = xindex % C
-    s = xindex // C
+    xindex, xmask, c, s = _partials(C, S, XBLOCK)
     mean = tl.zeros([XBLOCK, RBLOCK], tl.float32)
     m2 = tl.zeros([XBLOCK, RBLOCK], tl.float32)
     n = tl.zeros([XBLOCK, RBLOCK], tl.float32)
@@ -107,10 +108,7 @@ def partial_welford(x_ptr, out_mean, out_m2, C, S, L, XBLOCK: tl.constexpr, RBLO
 def partial_shifted(x_ptr, out_mean, out_m2, C, S, L, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
     # the same statistics from sums of values shifted by the chunk's first value (stable while
     # the shift is near the mean): no division an element
-    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
-    xmask = xindex < C * S
-    c = xindex % C
-    s = xindex // C
+    xindex, xmask, c, s = _partials(C, S, XBLOCK)
     shift = tl.load(x_ptr + (s * L) * C + c, xmask, other=0).to(tl.float32)
     s1 = tl.zeros([XBLOCK, RBLOCK], tl.float32)
     s2 = tl.zeros([XBLOCK, RBLOCK], tl.float32)

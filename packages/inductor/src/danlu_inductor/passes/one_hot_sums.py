@@ -69,24 +69,27 @@ def _rewrite(graph, node) -> bool:
     target, mask, value, zero = match
     keep_shape = list(src_val.shape)
     keep_shape[dim] = 1
-    t = _val(target)
-    in_range = aten.logical_and.default(aten.ge.Scalar(t, 0), aten.lt.Scalar(t, size))
-    cond = in_range if mask is None else aten.logical_and.default(in_range, _val(mask))
-    sel = aten.where.self(cond, _val(value), _val(zero))
-    full = aten.expand.default(sel, keep_shape)
-    final = full if keepdim else aten.squeeze.dims(full, [dim])
-    if tuple(final.shape) != tuple(out_val.shape) or final.dtype != out_val.dtype:
-        return False
+    made = []  # the new nodes, each with its fake value
+
+    def emit(op, args):
+        made.append(_node(graph, op, args))
+        return made[-1]
+
     with graph.inserting_before(node):
-        ge = _node(graph, aten.ge.Scalar, (target, 0))
-        lt = _node(graph, aten.lt.Scalar, (target, size))
-        c = _node(graph, aten.logical_and.default, (ge, lt))
+        c = emit(
+            aten.logical_and.default,
+            (emit(aten.ge.Scalar, (target, 0)), emit(aten.lt.Scalar, (target, size))),
+        )
         if mask is not None:
-            c = _node(graph, aten.logical_and.default, (c, mask))
-        w = _node(graph, aten.where.self, (c, value, zero))
-        out = _node(graph, aten.expand.default, (w, keep_shape))
+            c = emit(aten.logical_and.default, (c, mask))
+        out = emit(aten.expand.default, (emit(aten.where.self, (c, value, zero)), keep_shape))
         if not keepdim:
-            out = _node(graph, aten.squeeze.dims, (out, [dim]))
+            out = emit(aten.squeeze.dims, (out, [dim]))
+    final = _val(out)
+    if tuple(final.shape) != tuple(out_val.shape) or final.dtype != out_val.dtype:
+        for n in reversed(made):
+            graph.erase_node(n)
+        return False
     node.replace_all_uses_with(out)
     graph.erase_node(node)
     return True
