@@ -70,6 +70,41 @@ def _immutable(value) -> bool:
     return type(value) in _ATOMS
 
 
+def _bind_guard_checks():
+    """The C guard tests (``_guard_checks``), bound to torch's tensor type; None where the
+    extension is missing or torch's tensor attributes are not the getters it calls."""
+    try:
+        from .. import _guard_checks
+
+        _guard_checks.bind(torch._C.TensorBase)
+    except (ImportError, AttributeError, TypeError):
+        return None
+    return _guard_checks
+
+
+_C = _bind_guard_checks()
+_c_tensor_match = _C.tensor_match if _C else None
+_TENSOR_TEST_ATTRS = ("dtype", "requires_grad", "shape", "stride", "is_cpu", "device", "is_neg")
+_c_tensor_types: dict = {}
+
+
+def _c_tensor_test(cls) -> bool:
+    """May ``cls``'s metadata guard be the C call? Only where every attribute it reads is
+    torch's own (a subclass may override ``shape`` or ``device``; the C call would not see
+    that)."""
+    hit = _c_tensor_types.get(cls)
+    if hit is None:
+        base = torch._C.TensorBase.__dict__
+
+        def owner(name):
+            return next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
+
+        names = (*_TENSOR_TEST_ATTRS, "is_conj")
+        hit = _C is not None and all(owner(n) is base.get(n) for n in names)
+        _c_tensor_types[cls] = hit
+    return hit
+
+
 def _tensor_match(x, spec) -> bool:
     cls, dtype, device, shape, stride, rg, _leaf = spec
     return (
@@ -92,8 +127,9 @@ class GuardSet:
             "__name__": "danlu_dynamo.generated",
             "___tensor_match": _tensor_match,
             "___types": _types,
-            "___plain_module": module_hooks.plain,
-            "___hookless_module": module_hooks.hookless,
+            "___tensor_ok": _c_tensor_match,
+            "___plain_module": _C.plain if _C else module_hooks.plain,
+            "___hookless_module": _C.hookless if _C else module_hooks.hookless,
             "___no_global_hooks": module_hooks.no_global_hooks,
             "torch": torch,
             "inspect": __import__("inspect"),
@@ -178,15 +214,27 @@ class GuardSet:
                 + lazy,
             )
             return
-        self.add(
-            "TENSOR_MATCH",
-            source,
+        readable = (
             f"type({v}) is {self._const(cls)} and {v}.dtype is {self._const(dtype)} and "
             f"{v}.requires_grad is {rg} and {v}.shape == {shape!r} and "
             f"{v}.stride() == {stride!r} and "
             + (f"{v}.is_cpu" if device.type == "cpu" else f"{v}.device == {self._const(device)}")
-            + lazy,
+            + lazy
         )
+        if not _c_tensor_test(cls):
+            self.add("TENSOR_MATCH", source, readable)
+            return
+        if readable in self._seen:
+            return
+        self._seen.add(readable)
+        # the same test as one C call (_guard_checks.tensor_match), printed as the expression
+        dev = "None" if device.type == "cpu" else self._const(device)
+        conj = repr(t.is_conj()) if dtype.is_complex else "None"
+        expr = (
+            f"___tensor_ok({v}, {self._const(cls)}, {self._const(dtype)}, {rg}, {shape!r}, "
+            f"{stride!r}, {dev}, {t.is_neg()}, {conj})"
+        )
+        self.guards.append(Guard("TENSOR_MATCH", source, expr, desc=readable))
 
     def storage_offset(self, source: str, t: torch.Tensor):
         """The program read a storage offset: TENSOR_MATCH does not hold it."""
