@@ -212,7 +212,8 @@ CASES = {
     "one_hot_row_sum": (
         lambda g, t, w: (
             torch.where(
-                (torch.arange(g.shape[1]).view(1, -1) == t.unsqueeze(1)) & (t != -1).unsqueeze(1),
+                (torch.arange(g.shape[1], device=g.device).view(1, -1) == t.unsqueeze(1))
+                & (t != -1).unsqueeze(1),
                 w.unsqueeze(1),
                 0.0,
             ).sum(1, keepdim=True)
