@@ -142,6 +142,10 @@ def test_cudagraph_runner_bookkeeping_without_a_gpu(results):
     # the transposed input at the same address: captured again, with it copied
     assert r["restrided"].startswith("captured (2x); 0 of 2"), r
     assert r["transposed_in_place"].startswith("captured (2x); 0 of 2"), r
+    # a refused capture: the calls still ran the compiled graph (run 73 had them fail)
+    assert r["capture_refused"].startswith("stopped: capture failed"), r
+    first, again, fresh = r["pools"]
+    assert again == first and fresh != first, r
 
 
 def test_graph_artifact_round_trip_runs_like_the_original(results):

@@ -482,6 +482,20 @@ def run_cudagraph_runner_logic():
     promised = sorted(cudagraphs.promised_layouts(gm3, 2))
     gm3.meta["input_layouts_fixed"] = True
     assert promised == [0] and sorted(cudagraphs.promised_layouts(gm3, 2)) == [0, 1]
+
+    # a capture the allocator or the driver refuses: replays stop, and this call and the
+    # next run the compiled graph on their own arguments
+    def refuse(call, static, device):
+        raise RuntimeError("capture refused")
+
+    c6 = compile_triton(aten_graph(fn, idx, w, x), [idx, w, x], torch.device("cpu"), opts)
+    r6 = cudagraphs.CudaGraphRunner(c6, ())
+    r6._record = refuse
+    for _ in range(3):
+        idx, x = make()
+        torch.testing.assert_close(r6(idx, w, x), fn(idx, w, x))
+    refused = r6.report["cudagraphs"]
+    assert refused.startswith("stopped: capture failed: RuntimeError"), refused
     return {
         "states": states,
         "bad_index": bad,
@@ -489,7 +503,36 @@ def run_cudagraph_runner_logic():
         "restrided": r3.report["cudagraphs"],
         "transposed_in_place": r4.report["cudagraphs"],
         "outputs_handed_over": sharing,
+        "capture_refused": refused,
+        "pools": _check_pool_lifetime(cudagraphs),
     }
+
+
+def _check_pool_lifetime(cudagraphs):
+    """A device's memory pool is kept while a graph captured into it lives, and replaced once
+    none does (the allocator has released it; its handle must not be captured into again)."""
+    import gc
+
+    class Graph:  # stands in for torch.cuda.CUDAGraph: only its lifetime matters here
+        pass
+
+    handles = iter(range(100))
+    real = torch.cuda.graph_pool_handle
+    torch.cuda.graph_pool_handle = lambda: (0, next(handles))
+    dev = torch.device("cuda", 99)
+    try:
+        first, graphs = cudagraphs._pool(dev)
+        g = Graph()
+        graphs.add(g)
+        again = cudagraphs._pool(dev)[0]
+        del g
+        gc.collect()
+        fresh = cudagraphs._pool(dev)[0]
+    finally:
+        torch.cuda.graph_pool_handle = real
+        cudagraphs._POOLS.pop(dev, None)
+    assert again == first and fresh != first, (first, again, fresh)
+    return [first, again, fresh]
 
 
 def run_max_autotune():

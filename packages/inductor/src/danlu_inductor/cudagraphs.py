@@ -26,6 +26,7 @@ Inputs mutated in place are copied back after each replay.
 from __future__ import annotations
 
 import logging
+import weakref
 
 import torch
 from torch.utils import _pytree as pytree
@@ -58,9 +59,16 @@ _POOLS: dict = {}
 
 
 def _pool(device):
-    if device not in _POOLS:
-        _POOLS[device] = torch.cuda.graph_pool_handle()
-    return _POOLS[device]
+    """(memory pool handle, the graphs captured into it) for ``device``: graphs of one device
+    share one pool. The allocator releases a pool when the last graph captured into it is
+    freed (``danlu.reset()``, a recompile), and a capture into the old handle then fails an
+    internal check (run 73) and leaves the CUDA generator expecting a capture: a fresh pool
+    once no graph of the old one is alive."""
+    entry = _POOLS.get(device)
+    if entry is None or not entry[1]:
+        entry = (torch.cuda.graph_pool_handle(), weakref.WeakSet())
+        _POOLS[device] = entry
+    return entry
 
 
 def unsafe_reason(compiled, gm, example_inputs):
@@ -237,11 +245,15 @@ class CudaGraphRunner:
         return self._replay(args)
 
     def _disable(self, why, args):
+        self._stop(why)
+        return self.compiled(*args)
+
+    def _stop(self, why):
+        """No more replays: the compiled graph runs as it is from now on."""
         self.disabled = why
         self.graph = None
         self.report["cudagraphs"] = f"stopped: {why}"
         log.warning("danlu_inductor: CUDA graph replays stopped: %s", why)
-        return self.compiled(*args)
 
     def _restrided(self, args):
         """The inputs read in place whose sizes or strides differ from the captured ones
@@ -267,7 +279,7 @@ class CudaGraphRunner:
         self.static_inputs = []
         guard = self.compiled._call
         if getattr(guard, "eager", False):
-            self._disable("the graph fell back to eager", ())
+            self._stop("the graph fell back to eager")
             return
         for i, a in enumerate(args):
             if i in self.static_idx:
@@ -294,7 +306,7 @@ class CudaGraphRunner:
             g, outs = self._record(raw, list(self.static_inputs), device)
         except Exception as e:  # a sync or allocation the capture refuses
             self.static_inputs = []
-            self._disable(f"capture failed: {type(e).__name__}: {str(e)[:200]}", ())
+            self._stop(f"capture failed: {type(e).__name__}: {str(e)[:200]}")
             return
         copied = {self.static_inputs[i].untyped_storage().data_ptr() for i in self.copied}
         self.keep_alias = []
@@ -302,7 +314,7 @@ class CudaGraphRunner:
             alias = isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in copied
             if alias:
                 self.static_inputs = []
-                self._disable("an output aliases an input that is copied each call", ())
+                self._stop("an output aliases an input that is copied each call")
                 return
             self.keep_alias.append(
                 isinstance(o, torch.Tensor)
@@ -329,8 +341,10 @@ class CudaGraphRunner:
         """Capture ``call(static_inputs)``; -> (graph, its output tensors)."""
         g = torch.cuda.CUDAGraph()
         torch.cuda.synchronize(device)
-        with torch.cuda.graph(g, pool=_pool(device)):
+        handle, graphs = _pool(device)
+        with torch.cuda.graph(g, pool=handle):
             outs = call(static_inputs)
+        graphs.add(g)
         return g, outs
 
     def _count_references(self):
