@@ -241,6 +241,20 @@ def test_each_optimize_call_keeps_its_own_backend():
     assert seen == ["a", "b"]
 
 
+def _inlined(runner_source: str) -> str:
+    """The runner's source with its shared read prefixes (``___h3 = ___h1._modules``)
+    written back into the expressions that use them: each input's whole read chain."""
+    import re
+
+    defs = dict(re.findall(r"^\s+(___h\d+) = (.+)$", runner_source, re.M))
+
+    def expand(text):
+        return re.sub(r"___h\d+\b", lambda m: expand(defs[m[0]]), text)
+
+    body = [line for line in runner_source.splitlines() if not re.match(r"\s+___h\d+ = ", line)]
+    return expand("\n".join(body))
+
+
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -258,7 +272,10 @@ def test_module_parameters_read_from_the_module_dicts_and_guarded():
     x = torch.randn(3, 4)
     assert torch.equal(opt(x), net(x)) and torch.equal(opt(x), net(x))
     (record,) = opt._capture_ctx.records
-    assert "_modules['l1']._parameters['weight']" in record.runner.source
+    # the dicts, read once each: the shared prefixes are locals of the runner
+    src = record.runner.source
+    assert "= ___a0._modules\n" in src and src.count("._parameters\n") == 2, src
+    assert "['weight']" in src and "['l1']" in src and "net.l1" not in src, src
     with torch.no_grad():  # replacing a parameter is seen by the next call
         net.l1.weight = torch.nn.Parameter(torch.randn(8, 4))
     assert torch.equal(opt(x), net(x))
@@ -296,7 +313,7 @@ def test_guards_share_prefixes_and_index_module_lists_through_their_dicts():
     assert "L['self'].blocks[1]" not in check and "L['self'].blocks" not in check.replace(
         "._modules['blocks']", ""
     )
-    assert "._modules['2']._parameters['weight']" in record.runner.source
+    assert "._modules['2']._parameters['weight']" in _inlined(record.runner.source)
     net.blocks[1] = torch.nn.Linear(4, 4)  # a replaced item fails its identity guard
     assert torch.equal(opt(x), net(x))
     net.blocks.insert(0, torch.nn.Linear(4, 4))  # ModuleList renumbers: still eager's result
@@ -322,7 +339,7 @@ def test_sequential_items_read_through_the_dict_follow_changes_to_the_sequential
     opt = danlu_dynamo.optimize("eager")(outer)
     x = torch.randn(2, 4)
     assert torch.equal(opt(x), outer(x)) and torch.equal(opt(x), outer(x))
-    runner = opt._capture_ctx.records[0].runner.source
+    runner = _inlined(opt._capture_ctx.records[0].runner.source)
     assert "._modules['body']._modules['2']._parameters['weight']" in runner
     net[2] = torch.nn.Linear(4, 3)  # replaced item: identity guard fails
     assert torch.equal(opt(x), outer(x))
@@ -351,7 +368,7 @@ def test_a_module_in_a_closure_cell_is_read_through_its_dicts():
     x = torch.randn(2, 4)
     assert torch.equal(opt(x), net(x)) and torch.equal(opt(x), net(x))
     (record,) = opt._capture_ctx.records
-    runner, check = record.runner.source, record.check_fn.source
+    runner, check = _inlined(record.runner.source), record.check_fn.source
     assert "._modules['blocks']._modules['2']._parameters['weight']" in runner
     assert ".blocks[" not in runner and ".blocks[" not in check
     net.blocks.append(torch.nn.Linear(4, 4))  # a new member: recompile, eager's result
@@ -435,3 +452,38 @@ def test_recompile_limit_is_per_optimize_call():
     assert any("recompile limit" in r for r in a._capture_ctx.eager_reasons)
     x = torch.randn(10)
     assert torch.equal(b(x), g(x)) and len(b._capture_ctx.records) == 1  # b still compiles
+
+
+def test_runner_reads_shared_prefixes_once_and_leaves_other_reads_alone():
+    from danlu_dynamo.capture.runner_codegen import hoist_prefixes
+
+    exprs = [
+        "___a0._modules['m']._parameters['w']",
+        "___a0._modules['m']._parameters['b']",
+        "___a0._modules['n']._buffers['r']",
+        "___a1",
+        "getattr(___a0, 'x')",
+        "___cells[0].cell_contents._parameters['w']",
+        "___a0._modules['m'].method()",
+    ]
+    lines, out = hoist_prefixes(exprs)
+    assert lines == [
+        "___h2 = ___a0._modules",
+        "___h1 = ___h2['m']",
+        "___h0 = ___h1._parameters",
+    ]
+    assert out == [
+        "___h0['w']",
+        "___h0['b']",
+        "___h2['n']._buffers['r']",
+        *exprs[3:],
+    ]
+    # the locals and the rewritten reads give the same objects as the original reads
+    m = torch.nn.Module()
+    m.m, m.n = torch.nn.Module(), torch.nn.Module()
+    m.m.w, m.m.b = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.zeros(2))
+    m.n.register_buffer("r", torch.zeros(1))
+    scope = {"___a0": m}
+    exec("\n".join(lines), scope)
+    for before, after in zip(exprs[:3], out[:3]):
+        assert eval(before, {"___a0": m}) is eval(after, scope)

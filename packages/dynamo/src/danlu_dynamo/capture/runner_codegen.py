@@ -49,6 +49,67 @@ def _replay(replays, ctx):
         apply(v)
 
 
+# one step of an input's read: ``.name`` or a constant subscript (``['key']``, ``[3]``)
+_STEP = re.compile(r"\.[A-Za-z_]\w*|\[(?:-?\d+|'[^'\\]*')\]")
+_ROOT = re.compile(r"___a\d+|___cells\[\d+\]")
+
+
+def _steps(expr: str):
+    """``expr`` as (root, [step, ...]) when it is a chain of plain reads from a runner
+    parameter (``___a0._modules['model']._parameters['weight']``); else None."""
+    m = _ROOT.match(expr)
+    if m is None:
+        return None
+    pos, steps = m.end(), []
+    while pos < len(expr):
+        step = _STEP.match(expr, pos)
+        if step is None:
+            return None
+        steps.append(step[0])
+        pos = step.end()
+    return m[0], steps
+
+
+def hoist_prefixes(exprs: list[str]):
+    """(assignments, expressions): every read prefix that two or more of the graph inputs'
+    expressions share becomes a local (``___h3 = ___h1._modules['layer1']``), read once.
+    A model's parameters are read through the same modules: ResNet-50's 320 inputs took
+    about 2,000 dict and attribute reads a call, written out one chain per input (the
+    guards, which read the same objects, already share prefixes this way)."""
+    chains = [_steps(e) for e in exprs]
+    uses: dict = {}
+    for chain in chains:
+        if chain is None:
+            continue
+        root, steps = chain
+        for k in range(1, len(steps)):  # proper prefixes only
+            key = (root, *steps[:k])
+            uses[key] = uses.get(key, 0) + 1
+    names: dict = {}
+    lines = []
+
+    def name_of(key) -> str:
+        if len(key) == 1:
+            return key[0]
+        hit = names.get(key)
+        if hit is None:
+            hit = names[key] = f"___h{len(names)}"
+            lines.append(f"{hit} = {name_of(key[:-1])}{key[-1]}")
+        return hit
+
+    out = []
+    for expr, chain in zip(exprs, chains):
+        if chain is None:
+            out.append(expr)
+            continue
+        root, steps = chain
+        k = len(steps) - 1
+        while k > 0 and uses.get((root, *steps[:k]), 0) < 2:
+            k -= 1
+        out.append(name_of((root, *steps[:k])) + "".join(steps[k:]))
+    return lines, out
+
+
 class RunnerBuilder:
     """Collects what the runner returns; ``build`` compiles it."""
 
@@ -149,7 +210,8 @@ class RunnerBuilder:
         params = [f"___a{i}" for i in range(len(self.argnames))]
         if self.cellvars or self.freevars:
             params.append("___cells")
-        inputs = "".join(f"{self.expr(s.expr)}, " for s in self.output.input_sources)
+        shared, input_exprs = hoist_prefixes([self.expr(s.expr) for s in self.output.input_sources])
+        inputs = "".join(f"{e}, " for e in input_exprs)
         lines = [f"def ___runner({', '.join(params)}):"]
         # The whole runner runs with the frame hook off, as torch.compile's compiled code does:
         # the Python functions the compiled graph calls (kernel launchers, autograd runtime) are
@@ -163,6 +225,7 @@ class RunnerBuilder:
         lines.append("    try:")
         if graph is not None:
             self.env["___graph"] = graph
+            lines.extend(f"        {line}" for line in shared)
             lines.append(f"        ___o = ___graph({inputs})")
             if self.output.grad_mode_at_end != self.output.grad_mode_at_start:
                 self.env["___grad_mode"] = torch._C._set_grad_enabled
