@@ -593,7 +593,7 @@ class AotModule(torch.nn.Module):
             inputs = [*state, *args]
             if written and _aliased_write(inputs, written):
                 return self(*args)  # the full path says why and runs eagerly (or raises)
-            return compiled(inputs)
+            return compiled(inputs, all_tensors=True)  # map(offset_of) took tensors only
 
         return run
 

@@ -45,9 +45,15 @@ class CompiledProgram:
     # undone before the backward runs
     saved_layouts_promised: bool = False
 
-    def __call__(self, flat_args: list, binding: dict | None = None) -> Any:
+    def __call__(
+        self, flat_args: list, binding: dict | None = None, all_tensors: bool = False
+    ) -> Any:
+        """``all_tensors``: the caller knows ``flat_args`` holds only tensors (the guarded
+        path: a filter over ResNet-50's 322 inputs took about 20 us of a 350 us call)."""
         prog = self.program
-        tensors = [a for a in flat_args if isinstance(a, torch.Tensor)]
+        tensors = (
+            flat_args if all_tensors else [a for a in flat_args if isinstance(a, torch.Tensor)]
+        )
         if self.lazy_inputs:
             resolved = resolve_lazy_views(flat_args, self.lazy_inputs)
             args = (
