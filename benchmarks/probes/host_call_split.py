@@ -84,7 +84,7 @@ def main():
         return out
 
     cudagraphs.CudaGraphRunner.__call__ = timed_runner
-    c_tests = guard_codegen._C
+    c_tests = guard_codegen._c_checks
     results = {}
     amp = (
         (lambda: torch.autocast("cuda", dtype=torch.bfloat16))
@@ -99,7 +99,7 @@ def main():
         frame_locals = {"self": module, **dict(zip(arg_names, inputs))}
         row = {}
         for variant, impl in (("C guard tests", c_tests), ("Python guard tests", None)):
-            guard_codegen._C = impl
+            guard_codegen._c_checks = impl
             guard_codegen._c_tensor_types.clear()
             danlu.reset()
             checks.clear()
@@ -130,7 +130,7 @@ def main():
                 "cuda_graph_runner_us": round(runner, 1) if runner else None,
             }
             print(name, variant, row[variant], flush=True)
-        guard_codegen._C = c_tests
+        guard_codegen._c_checks = c_tests
         if device.type == "cuda":
             torch._dynamo.reset()
             tfn = torch.compile(module, mode=args.mode)

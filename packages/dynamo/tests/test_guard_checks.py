@@ -6,7 +6,7 @@ import torch
 
 from danlu_dynamo.capture import guard_codegen, module_hooks
 
-C = guard_codegen._C
+C = guard_codegen._c_checks
 pytestmark = pytest.mark.skipif(C is None, reason="the C guard tests are not built")
 
 

@@ -82,8 +82,8 @@ def _bind_guard_checks():
     return _guard_checks
 
 
-_C = _bind_guard_checks()
-_c_tensor_match = _C.tensor_match if _C else None
+_c_checks = _bind_guard_checks()
+_c_tensor_match = _c_checks.tensor_match if _c_checks else None
 _TENSOR_TEST_ATTRS = ("dtype", "requires_grad", "shape", "stride", "is_cpu", "device", "is_neg")
 _c_tensor_types: dict = {}
 
@@ -100,7 +100,7 @@ def _c_tensor_test(cls) -> bool:
             return next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
 
         names = (*_TENSOR_TEST_ATTRS, "is_conj")
-        hit = _C is not None and all(owner(n) is base.get(n) for n in names)
+        hit = _c_checks is not None and all(owner(n) is base.get(n) for n in names)
         _c_tensor_types[cls] = hit
     return hit
 
@@ -128,8 +128,8 @@ class GuardSet:
             "___tensor_match": _tensor_match,
             "___types": _types,
             "___tensor_ok": _c_tensor_match,
-            "___plain_module": _C.plain if _C else module_hooks.plain,
-            "___hookless_module": _C.hookless if _C else module_hooks.hookless,
+            "___plain_module": _c_checks.plain if _c_checks else module_hooks.plain,
+            "___hookless_module": _c_checks.hookless if _c_checks else module_hooks.hookless,
             "___no_global_hooks": module_hooks.no_global_hooks,
             "torch": torch,
             "inspect": __import__("inspect"),
