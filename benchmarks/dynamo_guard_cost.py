@@ -20,6 +20,22 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
+def record_checks() -> list:
+    """From now on, each frame check capture compiles is also appended to the returned list,
+    without its "is this capture context active" test, to be called directly."""
+    from danlu_dynamo.capture import guard_codegen
+
+    checks = []
+    compile_for_frame = guard_codegen.GuardSet.compile_for_frame
+
+    def keep(self, f_globals, freevars, first_check=None, values=None):
+        checks.append(compile_for_frame(self, f_globals, freevars, None, values))
+        return compile_for_frame(self, f_globals, freevars, first_check, values)
+
+    guard_codegen.GuardSet.compile_for_frame = keep
+    return checks
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default="t5,gpt2,bert")
@@ -29,17 +45,8 @@ def main():
     from gpu_models_zoo import MODELS
 
     import danlu_dynamo
-    from danlu_dynamo.capture import guard_codegen
 
-    checks = []
-    compile_for_frame = guard_codegen.GuardSet.compile_for_frame
-
-    def keep(self, f_globals, freevars, first_check=None, values=None):
-        # the same check without the "is this capture context active" test, to call directly
-        checks.append(compile_for_frame(self, f_globals, freevars, None, values))
-        return compile_for_frame(self, f_globals, freevars, first_check, values)
-
-    guard_codegen.GuardSet.compile_for_frame = keep
+    checks = record_checks()
     for name in args.models.split(","):
         checks.clear()
         module, make_inputs, _ = MODELS[name].build(False)

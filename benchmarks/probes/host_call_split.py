@@ -23,6 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from dynamo_guard_cost import record_checks  # noqa: E402
 from gpu_models_zoo import MODELS  # noqa: E402
 
 
@@ -66,14 +67,7 @@ def main():
     from danlu_inductor import cudagraphs
 
     device = torch.device(args.device)
-    checks = []
-    compile_for_frame = guard_codegen.GuardSet.compile_for_frame
-
-    def keep(self, f_globals, freevars, first_check=None, values=None):
-        checks.append(compile_for_frame(self, f_globals, freevars, None, values))
-        return compile_for_frame(self, f_globals, freevars, first_check, values)
-
-    guard_codegen.GuardSet.compile_for_frame = keep
+    checks = record_checks()
     runner_us = []
     runner_call = cudagraphs.CudaGraphRunner.__call__
 

@@ -83,8 +83,17 @@ def _bind_guard_checks():
 
 
 _c_checks = _bind_guard_checks()
-_c_tensor_match = _c_checks.tensor_match if _c_checks else None
-_TENSOR_TEST_ATTRS = ("dtype", "requires_grad", "shape", "stride", "is_cpu", "device", "is_neg")
+# what the C tensor test reads: a type may use it only where each is torch's own
+_TENSOR_TEST_ATTRS = (
+    "dtype",
+    "requires_grad",
+    "shape",
+    "stride",
+    "is_cpu",
+    "device",
+    "is_neg",
+    "is_conj",
+)
 _c_tensor_types: dict = {}
 
 
@@ -99,8 +108,7 @@ def _c_tensor_test(cls) -> bool:
         def owner(name):
             return next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
 
-        names = (*_TENSOR_TEST_ATTRS, "is_conj")
-        hit = _c_checks is not None and all(owner(n) is base.get(n) for n in names)
+        hit = _c_checks is not None and all(owner(n) is base.get(n) for n in _TENSOR_TEST_ATTRS)
         _c_tensor_types[cls] = hit
     return hit
 
@@ -127,7 +135,7 @@ class GuardSet:
             "__name__": "danlu_dynamo.generated",
             "___tensor_match": _tensor_match,
             "___types": _types,
-            "___tensor_ok": _c_tensor_match,
+            "___tensor_ok": _c_checks.tensor_match if _c_checks else None,
             "___plain_module": _c_checks.plain if _c_checks else module_hooks.plain,
             "___hookless_module": _c_checks.hookless if _c_checks else module_hooks.hookless,
             "___no_global_hooks": module_hooks.no_global_hooks,
@@ -160,11 +168,19 @@ class GuardSet:
             self._const_names[id(value)] = name
         return name
 
-    def add(self, kind: str, source: str, expr: str, others: tuple = (), implied_by: str = ""):
+    def add(
+        self,
+        kind: str,
+        source: str,
+        expr: str,
+        others: tuple = (),
+        implied_by: str = "",
+        desc: str = "",
+    ):
         if expr in self._seen:
             return
         self._seen.add(expr)
-        self.guards.append(Guard(kind, source, expr, others, implied_by=implied_by))
+        self.guards.append(Guard(kind, source, expr, others, desc=desc, implied_by=implied_by))
 
     def type_match(self, source: str, value):
         self.add("TYPE_MATCH", source, f"type({source}) is {self._const(type(value))}")
@@ -224,9 +240,6 @@ class GuardSet:
         if not _c_tensor_test(cls):
             self.add("TENSOR_MATCH", source, readable)
             return
-        if readable in self._seen:
-            return
-        self._seen.add(readable)
         # the same test as one C call (_guard_checks.tensor_match), printed as the expression
         dev = "None" if device.type == "cpu" else self._const(device)
         conj = repr(t.is_conj()) if dtype.is_complex else "None"
@@ -234,7 +247,7 @@ class GuardSet:
             f"___tensor_ok({v}, {self._const(cls)}, {self._const(dtype)}, {rg}, {shape!r}, "
             f"{stride!r}, {dev}, {t.is_neg()}, {conj})"
         )
-        self.guards.append(Guard("TENSOR_MATCH", source, expr, desc=readable))
+        self.add("TENSOR_MATCH", source, expr, desc=readable)
 
     def storage_offset(self, source: str, t: torch.Tensor):
         """The program read a storage offset: TENSOR_MATCH does not hold it."""
