@@ -48,6 +48,20 @@ def _pkg(name: str, extras: str = "") -> str:
     return f"{ROOT / 'packages' / name}{extras}"
 
 
+def _reinstall_own(session: nox.Session, names: list[str]) -> None:
+    """Our packages again, without their dependencies (so reused venvs pick up source changes)
+    and without build isolation: dynamo's C++ tensor guard (``_tensor_checks``) builds only
+    where torch imports during the build, against the torch of this venv."""
+    session.install("setuptools>=68")
+    session.install(
+        *CONSTRAINTS,
+        "--no-deps",
+        "--force-reinstall",
+        "--no-build-isolation",
+        *[_pkg(n) for n in names],
+    )
+
+
 def _install_packages(session: nox.Session, names: list[str], with_tests: bool) -> None:
     if not names:
         return
@@ -55,10 +69,9 @@ def _install_packages(session: nox.Session, names: list[str], with_tests: bool) 
     for name in names:
         extras = EXTRAS.get(name, "[test]") if with_tests else ""
         args.append(_pkg(name, extras))
-    # --force-reinstall of our own packages only, so reused venvs pick up source changes.
     session.install(*CONSTRAINTS, *args)
     dists = [PACKAGES[n][0] for n in names]
-    session.install(*CONSTRAINTS, "--no-deps", "--force-reinstall", *[_pkg(n) for n in names])
+    _reinstall_own(session, names)
     session.log("installed: " + ", ".join(dists))
 
 
@@ -73,7 +86,9 @@ def _pytest(session: nox.Session, *paths: str) -> None:
             "-q",
             *paths,
             *session.posargs,
-            env={"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "2"},
+            # DANLU_EXPECT_TENSOR_CHECKS: the C++ tensor guard must be built here (its tests
+            # fail rather than skip)
+            env={"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "2", "DANLU_EXPECT_TENSOR_CHECKS": "1"},
         )
     finally:
         if DISCARD_VENVS:
@@ -87,7 +102,7 @@ def _package_session(folder: str):
         # Declared danlu dependencies without their test extras, then the package with its own.
         _install_packages(session, deps, with_tests=False)
         session.install(*CONSTRAINTS, _pkg(folder, EXTRAS.get(folder, "[test]")))
-        session.install(*CONSTRAINTS, "--no-deps", "--force-reinstall", _pkg(folder))
+        _reinstall_own(session, [folder])
         _pytest(session, str(ROOT / "packages" / folder / "tests"))
 
     run.__doc__ = f"{PACKAGES[folder][0]} alone: its tests in a venv holding only what it declares."

@@ -1,7 +1,8 @@
 """Where the host time of one compiled inference call goes: the guard check, the CUDA graph
 runner (reduce-overhead) or the compiled graph, and the rest (the runner code, aotautograd's
 wrapper, autocast), beside torch.compile's whole call. Each guard implementation in one run:
-the C tests (``_guard_checks``) and the Python expressions they replace.
+the C++ tensor test that reads the tensor's fields (``_tensor_checks``, where it is built), the
+C tests that call torch's getters (``_guard_checks``), and the Python expressions they replace.
 
     python benchmarks/probes/host_call_split.py --models resnet50,convnext_tiny --out F.json
 
@@ -78,7 +79,7 @@ def main():
         return out
 
     cudagraphs.CudaGraphRunner.__call__ = timed_runner
-    c_tests = guard_codegen._c_checks
+    c_tests, field_tests = guard_codegen._c_checks, guard_codegen._direct_checks
     results = {}
     amp = (
         (lambda: torch.autocast("cuda", dtype=torch.bfloat16))
@@ -92,8 +93,11 @@ def main():
         arg_names = [n for n in inspect.signature(type(module).forward).parameters if n != "self"]
         frame_locals = {"self": module, **dict(zip(arg_names, inputs))}
         row = {}
-        for variant, impl in (("C guard tests", c_tests), ("Python guard tests", None)):
-            guard_codegen._c_checks = impl
+        variants = [("C getter tests", c_tests, None), ("Python guard tests", None, None)]
+        if field_tests is not None:
+            variants.insert(0, ("C++ field reads", c_tests, field_tests))
+        for variant, impl, fields in variants:
+            guard_codegen._c_checks, guard_codegen._direct_checks = impl, fields
             guard_codegen._c_tensor_types.clear()
             danlu.reset()
             checks.clear()
@@ -124,7 +128,7 @@ def main():
                 "cuda_graph_runner_us": round(runner, 1) if runner else None,
             }
             print(name, variant, row[variant], flush=True)
-        guard_codegen._c_checks = c_tests
+        guard_codegen._c_checks, guard_codegen._direct_checks = c_tests, field_tests
         if device.type == "cuda":
             torch._dynamo.reset()
             tfn = torch.compile(module, mode=args.mode)

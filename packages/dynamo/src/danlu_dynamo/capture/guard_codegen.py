@@ -83,6 +83,24 @@ def _bind_guard_checks():
 
 
 _c_checks = _bind_guard_checks()
+
+
+def _bind_tensor_checks():
+    """The C++ tensor test (``_tensor_checks``, reads the tensor's fields), falling back to the
+    getter-based one; None where it was not built, or was built against another torch."""
+    if _c_checks is None:
+        return None
+    try:
+        from .. import _tensor_checks
+    except ImportError:
+        return None
+    if _tensor_checks.TORCH_VERSION != torch.__version__:
+        return None
+    _tensor_checks.bind(_c_checks.tensor_match)
+    return _tensor_checks
+
+
+_direct_checks = _bind_tensor_checks()
 # what the C tensor test reads: a type may use it only where each is torch's own
 _TENSOR_TEST_ATTRS = (
     "dtype",
@@ -113,6 +131,21 @@ def _c_tensor_test(cls) -> bool:
     return hit
 
 
+_DEFAULT_TORCH_FUNCTIONS = (
+    torch.Tensor.__torch_function__.__func__,
+    torch._C._disabled_torch_function_impl,
+)
+
+
+def _direct_tensor_test(cls) -> bool:
+    """May the C++ test read ``cls``'s fields directly? Where the getters would run no
+    ``__torch_function__`` of the type's own (they call it; the fields do not)."""
+    if _direct_checks is None or not _c_tensor_test(cls):
+        return False
+    tf = getattr(cls, "__torch_function__", None)
+    return getattr(tf, "__func__", tf) in _DEFAULT_TORCH_FUNCTIONS
+
+
 def _tensor_match(x, spec) -> bool:
     cls, dtype, device, shape, stride, rg, _leaf = spec
     return (
@@ -136,6 +169,7 @@ class GuardSet:
             "___tensor_match": _tensor_match,
             "___types": _types,
             "___tensor_ok": _c_checks.tensor_match if _c_checks else None,
+            "___tensor_read": _direct_checks.tensor_match if _direct_checks else None,
             "___plain_module": _c_checks.plain if _c_checks else module_hooks.plain,
             "___hookless_module": _c_checks.hookless if _c_checks else module_hooks.hookless,
             "___no_global_hooks": module_hooks.no_global_hooks,
@@ -240,11 +274,13 @@ class GuardSet:
         if not _c_tensor_test(cls):
             self.add("TENSOR_MATCH", source, readable)
             return
-        # the same test as one C call (_guard_checks.tensor_match), printed as the expression
+        # the same test as one C call (_guard_checks.tensor_match, or _tensor_checks' reading
+        # the fields), printed as the expression
         dev = "None" if device.type == "cpu" else self._const(device)
         conj = repr(t.is_conj()) if dtype.is_complex else "None"
+        test = "___tensor_read" if _direct_tensor_test(cls) else "___tensor_ok"
         expr = (
-            f"___tensor_ok({v}, {self._const(cls)}, {self._const(dtype)}, {rg}, {shape!r}, "
+            f"{test}({v}, {self._const(cls)}, {self._const(dtype)}, {rg}, {shape!r}, "
             f"{stride!r}, {dev}, {t.is_neg()}, {conj})"
         )
         self.add("TENSOR_MATCH", source, expr, desc=readable)
