@@ -40,7 +40,7 @@ def _bind_address_check():
     """``_replay_checks.same_addresses`` (C++, reads the tensors' data pointers), or None where
     it was not built, or was built against another torch."""
     try:
-        from danlu_inductor import _replay_checks
+        import danlu_inductor._replay_checks as _replay_checks
     except ImportError:
         return None
     if _replay_checks.TORCH_VERSION != torch.__version__:
