@@ -23,7 +23,12 @@ from danlu_aotautograd.partition.graph_split import (
     is_size_node,
     node_bytes,
 )
-from danlu_aotautograd.partition.recompute_bans import chained_recomputes, recomputable
+from danlu_aotautograd.partition.recompute_bans import (
+    chained_recomputes,
+    keep_library_operands,
+    library_operands,
+    recomputable,
+)
 from danlu_aotautograd.tracing.tracer import is_random
 
 aten = torch.ops.aten
@@ -35,6 +40,8 @@ def min_cut_partition(joint: fx.GraphModule, *, num_fw_outputs: int) -> Partitio
     dependent = parts.tangent_dependent
     needed_by_grads = _ancestors_in(parts, dependent)
     chained = chained_recomputes(joint, dependent)
+    kept_operands = library_operands(joint, dependent) if keep_library_operands() else set()
+    chained = chained | kept_operands
     flow = nx.DiGraph()
     flow.add_node("source")
     flow.add_node("sink")
@@ -99,6 +106,7 @@ def min_cut_partition(joint: fx.GraphModule, *, num_fw_outputs: int) -> Partitio
         cut_weight=cut_value,
         default_saved_bytes=baseline,
         chained_recomputes=len(chained),
+        library_operands_kept=len(kept_operands),
     )
 
 

@@ -5,11 +5,14 @@ The cut minimizes the bytes kept for the backward; a recompute costs the backwar
 its inputs. ``recomputable`` says which ops are cheap enough to redo at all;
 ``chained_recomputes`` finds chains of values the backward reads (each materialized there
 anyway), which are computed in the forward instead: ``min_cut.py`` ties them to the source.
+``library_operands`` (opt-in, ``DANLU_KEEP_LIBRARY_OPERANDS=1``) finds the values a library
+op (a matmul, a convolution, attention) reads on both sides, to be kept the same way.
 """
 
 from __future__ import annotations
 
 import operator
+import os
 
 import torch
 import torch.fx as fx
@@ -105,3 +108,61 @@ def _alias(n: fx.Node) -> bool:
     return target is operator.getitem or (
         isinstance(target, torch._ops.OpOverload) and target.is_view
     )
+
+
+# Ops whose operands must be in memory: a recomputed operand of one is written by the
+# backward, not folded into the op.
+_LIBRARY = {
+    aten.mm,
+    aten.bmm,
+    aten.addmm,
+    aten.baddbmm,
+    aten.convolution,
+    aten.convolution_backward,
+    aten._scaled_dot_product_efficient_attention,
+    aten._scaled_dot_product_flash_attention,
+    aten._scaled_dot_product_cudnn_attention,
+}
+
+
+def keep_library_operands() -> bool:
+    """The experiment's switch, read at each partition (the graph cache key includes it)."""
+    return os.environ.get("DANLU_KEEP_LIBRARY_OPERANDS") == "1"
+
+
+def library_operands(joint: fx.GraphModule, dependent: set[fx.Node]) -> set[fx.Node]:
+    """Recomputable forward values a library op reads, directly or through views, in the
+    forward and again in the backward.
+
+    Such a value is in memory in the forward (its library op reads it there), so saving it
+    costs the forward nothing but the bytes kept; recomputed, the backward reads its inputs
+    and writes it again before its own library op. LLaMA's ``silu(gate) * up`` (the down
+    projection's input, read again by its weight gradient) and the bf16 casts of the
+    weights are such values; the bytes-only cut recomputes them. Opt-in until measured on a
+    GPU: it trades activation memory for backward traffic."""
+    out = set()
+    for n in joint.graph.nodes:
+        if n in dependent or n.op != "call_function" or not recomputable(n) or _alias(n):
+            continue
+        if not isinstance(n.meta.get("val"), torch.Tensor):
+            continue
+        sides = _library_reader_sides(n, dependent)
+        if sides == {False, True}:
+            out.add(n)
+    return out
+
+
+def _library_reader_sides(n: fx.Node, dependent: set[fx.Node]) -> set[bool]:
+    """For each library op reading ``n`` (through views): is it in the backward?"""
+    sides: set[bool] = set()
+    stack, seen = [n], {n}
+    while stack:
+        for u in stack.pop().users:
+            if u.op != "call_function" or u in seen:
+                continue
+            seen.add(u)
+            if _alias(u):
+                stack.append(u)
+            elif getattr(u.target, "overloadpacket", None) in _LIBRARY:
+                sides.add(u in dependent)
+    return sides
