@@ -194,6 +194,26 @@ def test_field_reads_defer_to_the_getters_where_they_would_differ():
         assert D.tensor_match(t, *spec) is C.tensor_match(t, *spec)
 
 
+def _answer(match, t, spec):
+    try:
+        return match(t, *spec)
+    except Exception as e:  # the getters' own error for a tensor they cannot describe
+        return type(e)
+
+
+@pytest.mark.skipif(D is None, reason="_tensor_checks is not built for this torch")
+def test_tensors_it_does_not_read_get_the_getters_answer():
+    sparse = torch.randn(3, 3).to_sparse()
+    nested = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)])
+    with torch.inference_mode():
+        inference = torch.randn(2, 3)
+    for t in (sparse, nested, inference):
+        spec = (type(t), t.dtype, False, (2, 3), (3, 1), None, False, None)
+        assert _answer(D.tensor_match, t, spec) == _answer(C.tensor_match, t, spec)
+    spec = _spec(inference)
+    assert D.tensor_match(inference, *spec) is C.tensor_match(inference, *spec) is True
+
+
 @pytest.mark.skipif(D is None, reason="_tensor_checks is not built for this torch")
 def test_which_types_read_fields():
     class Plain(torch.Tensor):
