@@ -2,7 +2,9 @@
 runner (reduce-overhead) or the compiled graph, and the rest (the runner code, aotautograd's
 wrapper, autocast), beside torch.compile's whole call. Each guard implementation in one run:
 the C++ tensor test that reads the tensor's fields (``_tensor_checks``, where it is built), the
-C tests that call torch's getters (``_guard_checks``), and the Python expressions they replace.
+C tests that call torch's getters (``_guard_checks``), and the Python expressions they replace;
+and, with field reads, the CUDA graph replay's address check with and without its C++ read
+(``danlu_inductor._replay_checks``).
 
     python benchmarks/probes/host_call_split.py --models resnet50,convnext_tiny --out F.json
 
@@ -80,6 +82,7 @@ def main():
 
     cudagraphs.CudaGraphRunner.__call__ = timed_runner
     c_tests, field_tests = guard_codegen._c_checks, guard_codegen._direct_checks
+    replay_check = cudagraphs._same_addresses
     results = {}
     amp = (
         (lambda: torch.autocast("cuda", dtype=torch.bfloat16))
@@ -93,11 +96,20 @@ def main():
         arg_names = [n for n in inspect.signature(type(module).forward).parameters if n != "self"]
         frame_locals = {"self": module, **dict(zip(arg_names, inputs))}
         row = {}
-        variants = [("C getter tests", c_tests, None), ("Python guard tests", None, None)]
+        # (name, C tests, C++ field reads, C++ replay-address check)
+        variants = [
+            ("C getter tests", c_tests, None, replay_check),
+            ("Python guard tests", None, None, replay_check),
+        ]
         if field_tests is not None:
-            variants.insert(0, ("C++ field reads", c_tests, field_tests))
-        for variant, impl, fields in variants:
+            variants.insert(0, ("C++ field reads", c_tests, field_tests, replay_check))
+            if replay_check is not None:  # the replay check's own A/B
+                variants.insert(
+                    1, ("C++ field reads, data_ptr() replay check", c_tests, field_tests, None)
+                )
+        for variant, impl, fields, replay in variants:
             guard_codegen._c_checks, guard_codegen._direct_checks = impl, fields
+            cudagraphs._same_addresses = replay
             guard_codegen._c_tensor_types.clear()
             danlu.reset()
             checks.clear()
@@ -129,6 +141,7 @@ def main():
             }
             print(name, variant, row[variant], flush=True)
         guard_codegen._c_checks, guard_codegen._direct_checks = c_tests, field_tests
+        cudagraphs._same_addresses = replay_check
         if device.type == "cuda":
             torch._dynamo.reset()
             tfn = torch.compile(module, mode=args.mode)
