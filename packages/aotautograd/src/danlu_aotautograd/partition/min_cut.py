@@ -41,7 +41,7 @@ def min_cut_partition(joint: fx.GraphModule, *, num_fw_outputs: int) -> Partitio
     needed_by_grads = _ancestors_in(parts, dependent)
     chained = chained_recomputes(joint, dependent)
     kept_operands = library_operands(joint, dependent) if keep_library_operands() else set()
-    chained = chained | kept_operands
+    computed_in_forward = chained | kept_operands
     flow = nx.DiGraph()
     flow.add_node("source")
     flow.add_node("sink")
@@ -66,7 +66,7 @@ def min_cut_partition(joint: fx.GraphModule, *, num_fw_outputs: int) -> Partitio
         elif n in parts.fw_required and not recomputable(n):
             flow.add_edge("source", n.name + "_in")
             inf_forward.add(n)
-        elif n in chained:
+        elif n in computed_in_forward:
             flow.add_edge("source", n.name + "_in")
         elif is_random(n.target):
             flow.add_edge("source", n.name + "_in")
