@@ -100,3 +100,24 @@ def aot_module_recording_partitions(model):
         return partitions[-1]
 
     return da.aot_module(model, lambda gm, _: gm, partition_fn=partition_fn), partitions
+
+
+def bf16_step_beside_eager(model_cls, x: torch.Tensor) -> list:
+    """One bf16-autocast training step of ``model_cls()`` through the recording min-cut
+    partitioner, beside an eager copy with the same weights: the loss, the input's and the
+    parameters' gradients must match. Returns the partitions made."""
+    torch.manual_seed(torch.randint(0, 2**31 - 1, ()).item())
+    model, ref = model_cls(), model_cls()
+    ref.load_state_dict(model.state_dict())
+    compiled, partitions = aot_module_recording_partitions(model)
+    x = x.requires_grad_()
+    x_ref = x.detach().clone().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, loss_ref = compiled(x), ref(x_ref)
+    loss.backward()
+    loss_ref.backward()
+    torch.testing.assert_close(loss, loss_ref, rtol=1e-6, atol=0)
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-5, atol=1e-7)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+    return partitions
