@@ -50,8 +50,9 @@ def _pkg(name: str, extras: str = "") -> str:
 
 def _reinstall_own(session: nox.Session, names: list[str]) -> None:
     """Our packages again, without their dependencies (so reused venvs pick up source changes)
-    and without build isolation: dynamo's C++ tensor guard (``_tensor_checks``) builds only
-    where torch imports during the build, against the torch of this venv."""
+    and without build isolation: the optional C++ extensions (dynamo's ``_tensor_checks``,
+    inductor's ``_replay_checks``) build only where torch imports during the build, against
+    the torch of this venv."""
     session.install("setuptools>=68")
     session.install(
         *CONSTRAINTS,
@@ -86,7 +87,7 @@ def _pytest(session: nox.Session, *paths: str) -> None:
             "-q",
             *paths,
             *session.posargs,
-            # DANLU_EXPECT_TENSOR_CHECKS: the C++ tensor guard must be built here (its tests
+            # DANLU_EXPECT_TENSOR_CHECKS: the C++ extensions must be built here (their tests
             # fail rather than skip)
             env={"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "2", "DANLU_EXPECT_TENSOR_CHECKS": "1"},
         )

@@ -291,7 +291,7 @@ class CudaGraphRunner:
 
     def _static_ok(self, args):
         same = None
-        if _same_addresses is not None and type(args) is tuple:
+        if _same_addresses is not None:  # (args: the call's tuple)
             same = _same_addresses(args, self.static_order, self.static_ptrs)
         if same is None:  # not built, or a tensor it does not read: torch's data_ptr()
             same = [args[i].data_ptr() for i in self.static_order] == list(self.static_ptrs)
