@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One device call (about 330 s) after run 80's suite, where danlu's ResNet-50 training step
+# ran 19.5-26.5 ms (median 22.0) against 17.9-19.3 in run 75 while torch.compile's was steady
+# (16.2-17.9): is the step host-bound, and is the spread the garbage collector's? Then the
+# suite's units that run missed or timed noisily: ResNet-50 training alone (--jobs 1), and
+# reduce-overhead inference of ConvNeXt-T and ViT-B/16.
+#
+#   OUT=/some/dir bash benchmarks/gpu_session_train_host.sh
+#
+# Writes $OUT/log.txt, train_host.json, and the two suite runs' table_*.md, results_*.json.
+set -u
+cd "$(dirname "$0")/.."
+LIMIT=${LIMIT:-560}
+source benchmarks/device_common.sh
+install_packages
+OUT=${OUT:-/tmp/danlu-train-host}
+mkdir -p "$OUT"
+export DANLU_CACHE_DIR=/tmp/danlu-cache TORCHINDUCTOR_CACHE_DIR=/tmp/torchinductor-cache \
+  TRITON_CACHE_DIR=/tmp/triton-cache
+timeout 150 python3 benchmarks/probes/train_step_host.py --models resnet50 --backends danlu,torch \
+  --out "$OUT/train_host.json" 2>&1 | grep -E "^resnet50|Error" | tee -a "$OUT/log.txt"
+echo "== train_host at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
+suite() {  # tag, then gpu_models.py's arguments
+  local tag=$1 budget
+  shift
+  budget=$(( $(left) - 15 ))
+  [ "$budget" -gt 60 ] || { echo "$tag: no time left" | tee -a "$OUT/log.txt"; return; }
+  timeout "$budget" python3 benchmarks/gpu_models.py --out "/tmp/suite-$tag" \
+    --deadline $((budget - 20)) "$@" > "/tmp/suite-$tag.log" 2>&1
+  echo "== suite $tag rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
+  cp "/tmp/suite-$tag/table.md" "$OUT/table_$tag.md" 2>/dev/null
+  cp "/tmp/suite-$tag/results.json" "$OUT/results_$tag.json" 2>/dev/null
+  grep -E "ok median|error|fail" "/tmp/suite-$tag.log" | tail -12 | tee -a "$OUT/log.txt"
+}
+suite ro --models convnext_tiny,vit_base_patch16_224 --modes infer \
+  --backends eager,torch-ro,danlu-ro --jobs 2
+suite r50 --models resnet50 --modes train --backends eager,torch,danlu --jobs 1

@@ -1,0 +1,113 @@
+"""Is a compiled training step host-bound, and is its spread the garbage collector's? For each
+backend: the host time of a step (forward, loss, backward issued with no wait: what the CPU
+spends), the synced step (synchronize, step, synchronize: the suite's timing) with the
+collector on and off, and how many collections ran while the synced steps were timed.
+
+    python benchmarks/probes/train_step_host.py --models resnet50 --backends danlu,torch
+
+A step whose host time is near its synced time is host-bound: the GPU waits on the launches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from gpu_models_zoo import MODELS  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", default="resnet50")
+    p.add_argument("--backends", default="danlu,torch")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--small", action="store_true", help="the small models (a CPU smoke run)")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    device = torch.device(args.device)
+    dtype = torch.bfloat16
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    collections = [0]
+    gc.callbacks.append(
+        lambda phase, info: collections.__setitem__(0, collections[0] + (phase == "start"))
+    )
+    results = {}
+    for name in args.models.split(","):
+        module, make_inputs, _ = MODELS[name].build(args.small)
+        module = module.to(device).train()
+        inputs = tuple(x.to(device) for x in make_inputs(torch.Generator().manual_seed(0)))
+        params = [q for q in module.parameters() if q.requires_grad]
+        for backend in args.backends.split(","):
+            if backend == "danlu":
+                import danlu
+
+                danlu.reset()
+                fn = danlu.compile(module)
+            elif backend == "torch":
+                torch._dynamo.reset()
+                fn = torch.compile(module)
+            else:
+                fn = module
+
+            def step(fn=fn, params=params, inputs=inputs):
+                for q in params:
+                    q.grad = None
+                with torch.autocast(device.type, dtype=dtype):
+                    loss = fn(*inputs)
+                loss.backward()
+
+            for _ in range(3):
+                step()
+            sync()
+            hosts = []
+            for _ in range(args.steps):
+                sync()
+                t = time.perf_counter()
+                step()
+                hosts.append((time.perf_counter() - t) * 1e3)
+                sync()
+            row = {"host_ms": round(statistics.median(hosts), 3)}
+            for gc_on in (True, False):
+                if not gc_on:
+                    gc.disable()
+                collections[0] = 0
+                times = []
+                for _ in range(args.steps):
+                    sync()
+                    t = time.perf_counter()
+                    step()
+                    sync()
+                    times.append((time.perf_counter() - t) * 1e3)
+                gc.enable()
+                key = "gc_on" if gc_on else "gc_off"
+                row[key] = {
+                    "median_ms": round(statistics.median(times), 3),
+                    "min_ms": round(min(times), 3),
+                    "max_ms": round(max(times), 3),
+                    "collections": collections[0],
+                }
+            row["gc_counts_now"] = gc.get_count()
+            row["tracked_objects"] = len(gc.get_objects())
+            print(name, backend, row, flush=True)
+            results[f"{name} {backend}"] = row
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
