@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("triton", reason="the Triton backend needs the 'triton' extra")
 
 from child_runs import TRITON_ON_CPU_ENV, ok, run_once  # noqa: E402
-from triton_dynamic_cases import CASES, KERNEL_COUNTS, STORE_COUNTS  # noqa: E402
+from triton_dynamic_cases import CASES, KERNEL_COUNTS, NO_FALLBACKS, STORE_COUNTS  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +30,8 @@ def test_symbolic_graph_matches_eager_at_every_size(results, name):
         assert r["kernels"] == KERNEL_COUNTS[name], r
     if name in STORE_COUNTS:
         assert r["stores"] == STORE_COUNTS[name], r
+    if name in NO_FALLBACKS:
+        assert not r["aten_fallbacks"], r
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -67,6 +67,7 @@ def run_case(fn, make, sizes, tol=2e-5, dynamic=True):
         "sizes": len(sizes),
         "symbolic_args": "i64" in c.kernel_source and "do_not_specialize" in c.kernel_source,
         "stores": c.kernel_source.count("tl.store("),
+        "aten_fallbacks": c.report.get("fallback_ops") or {},
         "aot": aot,
     }
 
@@ -133,15 +134,33 @@ CASES = {
         2e-5,
         {0: True, 1: None},  # the weight static
     ),
+    # CUDA attention's mask alignment: the last dim padded by 16 - n % 16 (never negative,
+    # never zero) and sliced back: one fused kernel, not an ATen pad (which ran a whole
+    # symbolic BERT graph eagerly on CUDA)
+    "alignment_pad_of_a_mask": (
+        lambda x, m: _aligned_mask_add(x, m),
+        lambda b, t: [torch.randn(b, 4, t, t), torch.randn(b, 1, 1, t)],
+        [(2, 5), (3, 9), (2, 16), (4, 17), (3, 3)],
+    ),
 }
 
 # cases whose symbolic graph compiles to exactly this many kernels (a static one's count)
 KERNEL_COUNTS = {
     "flattened_rows_two_matmuls": 2,  # the layer norm, the relu
     "transposed_weight_cast": 2,  # the two casts
+    "alignment_pad_of_a_mask": 1,  # the pad, slice and add fused
 }
+# cases with no ATen fallback call left in the compiled graph
+NO_FALLBACKS = ("alignment_pad_of_a_mask",)
 # cases whose kernels store exactly this many buffers
 STORE_COUNTS = {"transposed_weight_cast": 2}  # each cast once (not the weight's twice)
+
+
+def _aligned_mask_add(x, m):
+    t = m.shape[-1]
+    mask = m.expand(-1, x.shape[1], t, t)
+    padded = F.pad(mask, (0, 16 - t % 16))[..., :t]
+    return (x + padded).softmax(-1)
 
 
 def _cast_linear(x, w):

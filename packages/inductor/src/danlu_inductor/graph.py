@@ -370,7 +370,8 @@ class GraphLowering:
         meta = node.meta.get("val")
         meta = meta if _is_tensor_tree(meta) else None
         if self.shape_env is not None and meta is not None:
-            return make_extern(target, args, kwargs, "fallback", meta_val=meta)
+            # symbolic sizes: the trace's value describes the outputs (on the graph's device)
+            return make_extern(target, args, kwargs, "fallback", meta_val=meta, from_trace=True)
         return make_extern(target, args, kwargs, "fallback", meta_val=_as_meta(meta))
 
     def _outputs(self, node, env):

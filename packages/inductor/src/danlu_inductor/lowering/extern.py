@@ -100,8 +100,10 @@ _META_DIFFERS = {
 }
 
 
-def make_extern(op, args, kwargs, kind: str, meta_val=None):
-    """Realize the tensor arguments, call ``op`` at run time, describe its outputs."""
+def make_extern(op, args, kwargs, kind: str, meta_val=None, from_trace=False):
+    """Realize the tensor arguments, call ``op`` at run time, describe its outputs.
+    ``from_trace``: ``meta_val`` is the trace's own value of the node (on the graph's device),
+    not a meta run's."""
     graph = current_graph()
     if op in _META_DIFFERS:
         raise NotLowered(f"{op}: its library kernel's outputs differ from its meta description")
@@ -115,7 +117,6 @@ def make_extern(op, args, kwargs, kind: str, meta_val=None):
     rargs = pytree.tree_map(realize, list(args))
     rkwargs = pytree.tree_map(realize, dict(kwargs))
     node = graph.current_node
-    from_trace = False
     if meta_val is None and graph.shape_env is not None and node is not None:
         # symbolic sizes: the trace already describes the outputs
         val = node.meta.get("val")
