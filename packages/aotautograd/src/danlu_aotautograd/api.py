@@ -25,6 +25,7 @@ from danlu_aotautograd.runtime.compiled_function import (
     CompiledProgram,
     lazy_view_positions,
     resolve_lazy_views,
+    storage_address,
 )
 from danlu_aotautograd.softmax_stats import split_softmax_rows
 from danlu_aotautograd.tracing.attention_masks import unit_stride_attention_masks
@@ -430,7 +431,7 @@ def _aliased_write(flat: list, written: list[int]) -> str | None:
     tensors = [a for a in flat if isinstance(a, torch.Tensor)]
     storages = {}
     for i, t in enumerate(tensors):
-        ptr = t.untyped_storage().data_ptr()
+        ptr = storage_address(t)
         if ptr in storages and (i in written or storages[ptr] in written):
             return (
                 f"inputs {storages[ptr]} and {i} share memory and the program writes to one of "
