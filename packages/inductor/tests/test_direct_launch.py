@@ -130,3 +130,16 @@ def test_a_launcher_whose_layout_is_not_confirmed_is_called_itself():
     odd = _Reordering()
     assert launch_protocol(odd, "function", "packed") is None
     assert launch_call(odd, "function", "packed")[0] is odd
+
+
+def test_integers_triton_does_not_specialize_on_are_not_checked():
+    """A symbolic graph's size arguments are ``do_not_specialize``: their first value's
+    remainder mod 16 (or being 1) says nothing about what the kernel was compiled for."""
+    x = torch.zeros(64)
+    values = [x, 32, 1, 48]
+    assert DirectLaunch.assumptions(values) == ((0,), (2,), (1, 3))
+    assert DirectLaunch.assumptions(values, frozenset({1, 2})) == ((0,), (), (3,))
+    k = _Kernel()
+    d = _direct(k, DirectLaunch.assumptions(values, frozenset({1, 2})))
+    assert d.matches([x, 33, 5], (48,))  # other sizes: still the direct launch
+    assert not d.matches([x, 33, 5], (40,))  # a specialised one that changed

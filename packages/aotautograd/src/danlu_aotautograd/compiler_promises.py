@@ -11,6 +11,9 @@ still correct.
   the saved values whose strides the compiled forward reported (``fw.output_strides``), not
   the incoming gradients. Saved values of an input the program writes are copied before the
   write in their own layout (``_clone_keeping_layout``), so the promise holds for them too.
+  A dynamic program's forward (or inference) graph: one flag per input, True for the tensor
+  inputs traced with static sizes (its parameters and buffers), which the program's key
+  holds to their exact sizes and strides as a static program's.
 - ``saved_for_backward_from``: on a training step's forward, the first output that only the
   backward reads; the compiler may lay those out as it likes (channels-last around
   convolutions) and report it, and the backward is compiled for what it reports.
@@ -38,6 +41,8 @@ def promise_forward(program, forward: fx.GraphModule, backward: fx.GraphModule, 
     if dynamic_dims is None:
         forward.meta["input_layouts_fixed"] = True
         _offer_writes_in_place(program, forward)
+    else:
+        forward.meta["input_layouts_fixed"] = _static_inputs(forward, dynamic_dims)
 
 
 def promise_backward(program, fw, backward: fx.GraphModule, dynamic_dims) -> list:
@@ -56,6 +61,21 @@ def promise_inference(program, gm: fx.GraphModule, dynamic_dims) -> None:
     if dynamic_dims is None:
         gm.meta["input_layouts_fixed"] = True
         _offer_writes_in_place(program, gm)
+    else:
+        gm.meta["input_layouts_fixed"] = _static_inputs(gm, dynamic_dims)
+
+
+def _static_inputs(gm: fx.GraphModule, dynamic_dims: dict) -> list[bool]:
+    """Per placeholder: a tensor input ``primals_<i>`` traced with static sizes (``i`` not in
+    ``dynamic_dims``). Symbolic ints and tangents: False. A BERT encoder's symbolic graph
+    checked each of its ~70 weights' layouts on every call (``ensure_layout``)."""
+    flags = []
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        _, _, index = n.name.partition("primals_")
+        flags.append(index.isdigit() and int(index) not in dynamic_dims)
+    return flags
 
 
 def _saved_layouts(fw, backward: fx.GraphModule, num_fw_outputs: int) -> tuple[list, list]:

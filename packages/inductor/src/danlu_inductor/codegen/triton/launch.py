@@ -115,12 +115,18 @@ class DirectLaunch:
         self.get_stream, self.device = stream
 
     @staticmethod
-    def assumptions(values):
+    def assumptions(values, unspecialized=frozenset()):
+        """What Triton compiled the kernel for, given the first launch's ``values``; an
+        integer at a position in ``unspecialized`` (``do_not_specialize``: a symbolic
+        graph's sizes) was compiled for any value and is not checked. Checking it sent
+        every later size with another remainder mod 16 down Triton's slow launch path."""
         aligned, ones, multiples = [], [], []
         for i, v in enumerate(values):
             if hasattr(v, "data_ptr"):
                 if v.data_ptr() % 16 == 0:
                     aligned.append(i)
+            elif i in unspecialized:
+                continue
             elif isinstance(v, int) and not isinstance(v, bool):
                 if v == 1:
                     ones.append(i)
@@ -150,7 +156,9 @@ class DirectLaunch:
                 return None
             driver = triton.runtime.driver.active
             stream = (driver.get_current_stream, driver.get_current_device())
-            checks = cls.assumptions([*args, *sizes])
+            params = getattr(fn, "params", ())
+            free = {i for i, p in enumerate(params) if getattr(p, "do_not_specialize", False)}
+            checks = cls.assumptions([*args, *sizes], free)
             return cls(kernel, tuple(consts.values()), checks, stream)
         except Exception as e:  # another Triton version: keep the normal launch path
             log.debug("danlu_inductor: direct launch unavailable: %s", e)
