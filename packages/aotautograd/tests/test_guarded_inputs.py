@@ -235,3 +235,69 @@ def test_clone_keeping_layout_copies_strided_and_overlapping_views():
         assert copy.stride() == view.stride() and copy.shape == view.shape
         assert copy.untyped_storage().data_ptr() != base.untyped_storage().data_ptr()
         torch.testing.assert_close(copy, view)
+
+
+def _count_compile_for(compiled) -> list:
+    aot = compiled.aot_module.aot
+    calls = []
+    inner = aot.compile_for
+
+    def counting(*a, **k):
+        calls.append(1)
+        return inner(*a, **k)
+
+    aot.compile_for = counting
+    return calls
+
+
+def test_a_symbolic_capture_binds_each_size_once_then_calls_directly():
+    """With guarded inputs a symbolic program's repeated sizes skip the per-input signature:
+    only its symbolic inputs' sizes and strides, the grad mode and the offsets are read."""
+    from danlu_primtorch import trace
+
+    def f(x, w):
+        return (x.reshape(x.shape[0] * x.shape[1], -1) @ w).relu()
+
+    gen = torch.Generator().manual_seed(torch.seed() % 2**31)
+    w = torch.randn(6, 4, generator=gen)
+    gm = trace(f, torch.randn(3, 5, 6), w, dynamic=[True, False])
+    examples = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+    compiled = da.aot_graph(gm, examples, da.run_graph, guarded_inputs=True)
+    calls = _count_compile_for(compiled)
+    shapes = [(3, 5, 6), (2, 7, 6), (3, 5, 6), (2, 7, 6), (4, 4, 6)]
+    for shape in shapes:
+        x = torch.randn(shape, generator=gen, requires_grad=True)
+        w_c = w.clone().requires_grad_()
+        out = compiled(x, w_c)
+        x_r, w_r = x.detach().requires_grad_(), w.clone().requires_grad_()
+        torch.testing.assert_close(out, f(x_r, w_r))
+        out.sum().backward()
+        f(x_r, w_r).sum().backward()
+        torch.testing.assert_close(x.grad, x_r.grad)
+        torch.testing.assert_close(w_c.grad, w_r.grad)
+    # each new size: the full way and one lookup of its bound program; repeats: neither
+    assert len(calls) == 2 * 3, calls
+    assert compiled.aot_module.aot.stats["traces"] == 1
+    # a non-contiguous symbolic input binds its own strides: the full way again, right values
+    x = torch.randn(2, 7, 12, generator=gen)[..., ::2]
+    torch.testing.assert_close(compiled(x, w.clone()), f(x, w))
+    assert len(calls) == 2 * 4
+    # a static input at another storage offset: the full way (it checks what captures do not)
+    w_off = torch.randn(25, generator=gen)[1:].view(6, 4)
+    x = torch.randn(3, 5, 6, generator=gen)
+    torch.testing.assert_close(compiled(x, w_off), f(x, w_off))
+    assert len(calls) > 2 * 4
+
+
+def test_a_symbolic_int_input_binds_each_value_once():
+    from test_symbolic_int_inputs import _captured, _f
+
+    gen = torch.Generator().manual_seed(torch.seed() % 2**31)
+    x = torch.randn(6, 20, generator=gen)
+    w = torch.randn(20, 4, generator=gen)
+    compiled = da.aot_graph(_captured(), [x, w, 5], da.run_graph, guarded_inputs=True)
+    calls = _count_compile_for(compiled)
+    for n in (5, 2, 5, 11, 2, 5):
+        torch.testing.assert_close(compiled(x, w, n), _f(x, w, n))
+    assert len(calls) == 2 * 3, calls
+    assert compiled.aot_module.aot.stats["traces"] == 1

@@ -598,6 +598,66 @@ class AotModule(torch.nn.Module):
 
         return run
 
+    def bound_runner(self) -> Callable:
+        """``guarded_runner``'s counterpart for a symbolic capture (tensors and size ints):
+        the capture guards every static input's metadata, so a call needs only the values
+        that bind the program's symbols (its symbolic inputs' sizes and strides, its int
+        inputs), the grad mode and the storage offsets to find the program bound to them.
+        The first call of each such key takes the full way (the program's shape guards,
+        retracing where they fail); so does any call that is not of the program the first
+        one bound (``BoundProgram``), or whose inputs are not as the first call's."""
+        bound: dict = {}
+        plan: dict = {}  # tensor positions, int positions, symbolic tensor positions
+        offset_of = torch.Tensor.storage_offset
+
+        def full(args):
+            out = self(*args)
+            flat, spec = self._inputs(args, {})  # as the call made them: the same key
+            got = self.aot.compile_for(flat, spec)
+            if isinstance(got, BoundProgram) and (not plan or plan["program"] is got.compiled):
+                if not plan:
+                    tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+                    program = got.compiled.program
+                    plan.update(
+                        program=got.compiled,
+                        tensors=tensors,
+                        ints=[i for i, a in enumerate(args) if type(a) is int],
+                        symbolic=[
+                            tensors[i - self._num_state]
+                            for i in program.dynamic_inputs
+                            if i >= self._num_state
+                        ],
+                        written=program.written_inputs,
+                        state=flat[: self._num_state],
+                    )
+                bound[key_of(args)] = got
+            return out
+
+        def key_of(args):
+            sym = [args[i] for i in plan["symbolic"]]
+            return (
+                torch.is_grad_enabled(),
+                tuple(map(offset_of, [args[i] for i in plan["tensors"]])),
+                tuple(tuple(t.shape) + t.stride() for t in sym),
+                tuple(args[i] for i in plan["ints"]),
+            )
+
+        def run(*args):
+            if not plan:
+                return full(args)
+            try:
+                hit = bound.get(key_of(args))
+            except (TypeError, AttributeError, IndexError):  # not the first call's inputs
+                return self(*args)
+            if hit is None:
+                return full(args)
+            inputs = [*plan["state"], *args]
+            if plan["written"] and _aliased_write(inputs, plan["written"]):
+                return self(*args)  # the full path says why and runs eagerly (or raises)
+            return hit(inputs)
+
+        return run
+
     def forward(self, *args, **kwargs):
         flat, spec = self._inputs(args, kwargs)
         compiled = self.aot.compile_for(flat, spec)
@@ -693,6 +753,8 @@ def aot_graph(
             fast = compiled.guarded_runner(example_inputs)
         else:
             compiled.compile_for(*example_inputs)
+    elif guarded_inputs and symbolic and dynamic:
+        fast = compiled.bound_runner()
     # else: compile at the first call (dynamic: from real tensors, with symbolic sizes; a
     # symbolic example without dynamic: for the concrete shapes seen then, per signature)
 
