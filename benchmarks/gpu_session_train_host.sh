@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# One device call (about 450 s with LIMIT=560) after run 80's suite, where danlu's ResNet-50 training step
-# ran 19.5-26.5 ms (median 22.0) against 17.9-19.3 in run 75 while torch.compile's was steady
-# (16.2-17.9): is the step host-bound, and is the spread the garbage collector's? Then the
-# suite's units that run missed or timed noisily: ResNet-50 training alone (--jobs 1), and
-# reduce-overhead inference of ConvNeXt-T and ViT-B/16. First, the dynamic-shape stream's
-# symbolic graph (run 80: 2 compiles but 0.62x of eager, the whole graph run eagerly for an
-# ATen pad of the attention mask; fixed on the CPU since).
+# One device call (about 450 s with LIMIT=560). Run 81 (seventeenth session) ran it before
+# the session's host changes; the eighteenth session's first call runs it again to check them:
+# the wrapper cases (the direct launch no longer checks sizes Triton does not specialise on),
+# the dynamic-shape stream's symbolic graph (run 81: 2 compiles, 1.01x of eager; predicted
+# 1.15-1.35x), the collector probe on ResNet-50 training (run 81: 20 collections in 20 steps;
+# predicted at most 2, the step 1.0-1.5 ms shorter where host-bound), then the suite's
+# reduce-overhead units for ConvNeXt-T and ViT-B/16 and ResNet-50 training alone (--jobs 1).
 #
-#   OUT=/some/dir bash benchmarks/gpu_session_train_host.sh
+#   OUT=/some/dir LIMIT=560 bash benchmarks/gpu_session_train_host.sh
 #
-# Writes $OUT/log.txt, dynamic.json, train_host.json, and the two suite runs' table_*.md, results_*.json.
+# Writes $OUT/log.txt, dynamic.json, train_host.json, and the two suite runs' table_*.md and
+# results_*.json.
 set -u
 cd "$(dirname "$0")/.."
 LIMIT=${LIMIT:-560}
