@@ -6,6 +6,8 @@ collector on and off, and how many collections ran while the synced steps were t
     python benchmarks/probes/train_step_host.py --models resnet50 --backends danlu,torch
 
 A step whose host time is near its synced time is host-bound: the GPU waits on the launches.
+On CUDA each backend's row also splits a synced step into its forward and backward: the
+host's time to issue each and the GPU's time between events around each (``phases``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,55 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from gpu_models_zoo import MODELS  # noqa: E402
+
+
+def step_parts(fn, params, inputs, device, dtype):
+    """The training step as (forward, backward) callables, for ``phases``."""
+    state = {}
+
+    def forward():
+        for q in params:
+            q.grad = None
+        with torch.autocast(device.type, dtype=dtype):
+            state["loss"] = fn(*inputs)
+
+    def backward():
+        state.pop("loss").backward()
+
+    return forward, backward
+
+
+def phases(parts, steps):
+    """Where a synced step's time goes (CUDA): per phase, the host's time to issue it and the
+    GPU's time from the phase's start event to its end event, medians in ms. GPU time above
+    host time: the GPU is behind (that phase is GPU-bound); the first event's distance from
+    the step's start: how long the GPU waited for its first launch."""
+    forward, backward = parts
+    rows = []
+    for _ in range(steps):
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        ev[0].record()
+        forward()
+        t1 = time.perf_counter()
+        ev[1].record()
+        backward()
+        t2 = time.perf_counter()
+        ev[2].record()
+        torch.cuda.synchronize()
+        t3 = time.perf_counter()
+        rows.append(
+            (
+                (t1 - t0) * 1e3,
+                ev[0].elapsed_time(ev[1]),
+                (t2 - t1) * 1e3,
+                ev[1].elapsed_time(ev[2]),
+                (t3 - t0) * 1e3,
+            )
+        )
+    names = ("forward_host", "forward_gpu", "backward_host", "backward_gpu", "synced")
+    return {n: round(statistics.median(col), 3) for n, col in zip(names, zip(*rows))}
 
 
 def main():
@@ -100,6 +151,8 @@ def main():
                     "max_ms": round(max(times), 3),
                     "collections": collections[0],
                 }
+            if device.type == "cuda":
+                row["phases"] = phases(step_parts(fn, params, inputs, device, dtype), args.steps)
             row["gc_counts_now"] = gc.get_count()
             row["tracked_objects"] = len(gc.get_objects())
             print(name, backend, row, flush=True)
