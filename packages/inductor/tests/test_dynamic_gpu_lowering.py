@@ -43,7 +43,7 @@ def test_a_fallback_in_a_symbolic_gpu_graph_lowers():
 
 def test_an_alignment_padding_lowers_symbolically():
     """CUDA attention pads its mask's last dim by ``16 - n % 16``: at least 1, at most 16,
-    which the lowering proves from the terms' bounds (sympy alone cannot)."""
+    which the lowering proves from the trace's ranges (sympy alone cannot)."""
 
     def fn(x, m):
         n = x.shape[-1]

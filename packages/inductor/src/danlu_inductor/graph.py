@@ -149,6 +149,13 @@ class GraphLowering:
             e = e.xreplace(derived)
         return e.replace(PtFloorDiv, FloorDiv).replace(sympy.Mod, IMod)
 
+    def trace_expr(self, e):
+        """``to_expr``'s index functions turned back into the ShapeEnv's floor division and
+        modulo, for its range decisions (exact: index functions take non-negative operands)."""
+        from danlu_primtorch.symbolic import FloorDiv as PtFloorDiv
+
+        return sympy.sympify(e).replace(IMod, sympy.Mod).replace(FloorDiv, PtFloorDiv)
+
     def _derived(self, f):
         """A size symbol standing for ``f`` (Python floor semantics, evaluated by the wrapper);
         named like the ShapeEnv's symbols (``s<k>``, from a range of its own) so that every
@@ -370,8 +377,9 @@ class GraphLowering:
         meta = node.meta.get("val")
         meta = meta if _is_tensor_tree(meta) else None
         if self.shape_env is not None and meta is not None:
-            # symbolic sizes: the trace's value describes the outputs (on the graph's device)
-            return make_extern(target, args, kwargs, "fallback", meta_val=meta, from_trace=True)
+            # symbolic sizes: make_extern describes the outputs by this node's traced value
+            # (on the graph's device), as it does for library calls
+            return make_extern(target, args, kwargs, "fallback")
         return make_extern(target, args, kwargs, "fallback", meta_val=_as_meta(meta))
 
     def _outputs(self, node, env):

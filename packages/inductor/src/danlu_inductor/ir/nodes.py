@@ -399,13 +399,15 @@ def as_strided_view(node) -> ReinterpretView | Buffer | None:
     if got is None:
         return None
     coeffs, const = got
-    if not all(_never_negative(c) for c in (*coeffs, const)):
+    if not all(never_negative(c) for c in (*coeffs, const)):
         return None
     return ReinterpretView(box.data, FixedLayout(node.get_dtype(), size, coeffs, const))
 
 
-def _never_negative(e) -> bool:
-    """``e >= 0`` for every size (symbolic strides/offsets: decided by the trace's ranges)."""
+def never_negative(e) -> bool:
+    """``e >= 0`` for every size (symbolic strides, offsets, paddings: decided by the trace's
+    ranges)."""
+    e = sympy.sympify(e)
     if e.is_Integer:
         return int(e) >= 0
     env = getattr(_current.graph, "shape_env", None)

@@ -215,35 +215,6 @@ def hints(es: Sequence) -> list[int]:
     return [hint(e) for e in es]
 
 
-def bounds(e) -> tuple:
-    """Integer bounds ``(lo, hi)`` of a size expression (None: unbounded that way), from its
-    terms alone: size symbols are at least 0, ``IMod(a, b)`` lies in ``[0, b - 1]``. Decides
-    signs sympy cannot, such as an alignment padding ``16 - IMod(s0, 16)``."""
-    e = as_expr(e)
-    if e.is_Integer:
-        return int(e), int(e)
-    if isinstance(e, sympy.Add):
-        lo = hi = 0
-        for term in e.args:
-            t_lo, t_hi = bounds(term)
-            lo = None if lo is None or t_lo is None else lo + t_lo
-            hi = None if hi is None or t_hi is None else hi + t_hi
-        return lo, hi
-    if isinstance(e, sympy.Mul):
-        coeff, rest = e.as_coeff_Mul()
-        if coeff.is_Integer and rest is not e:
-            r_lo, r_hi = bounds(rest)
-            c = int(coeff)
-            lo, hi = (r_lo, r_hi) if c >= 0 else (r_hi, r_lo)
-            return (None if lo is None else c * lo), (None if hi is None else c * hi)
-        return None, None
-    if isinstance(e, IMod) and e.args[1].is_Integer and int(e.args[1]) > 0:
-        return 0, int(e.args[1]) - 1
-    if e.is_nonnegative:
-        return 0, None
-    return None, None
-
-
 def same(a, b) -> bool:
     """``a == b`` for every size (decided on the expressions, never on hints)."""
     a, b = as_expr(a), as_expr(b)

@@ -5,16 +5,17 @@ from __future__ import annotations
 import sympy
 import torch
 
-from danlu_inductor.ir.nodes import ConstantBuffer, Pointwise, ReinterpretView, StorageBox, View
-from danlu_inductor.ir.ops import ops
-from danlu_inductor.ir.symbols import (
-    FloorDiv,
-    SelectedClamp,
-    as_expr,
-    as_exprs,
-    bounds,
-    is_static,
+from danlu_inductor.ir.nodes import (
+    ConstantBuffer,
+    Pointwise,
+    ReinterpretView,
+    StorageBox,
+    View,
+    current_graph,
+    never_negative,
 )
+from danlu_inductor.ir.ops import ops
+from danlu_inductor.ir.symbols import FloorDiv, SelectedClamp, as_expr, as_exprs, is_static
 from danlu_inductor.lowering.registry import (
     NotLowered,
     aten,
@@ -190,13 +191,6 @@ def _int_value(e):
     return ops.constant(int(e), torch.int64) if is_static(e) else ops.index_expr(e, torch.int64)
 
 
-def _never_negative(e) -> bool:
-    """Non-negative for every size: a number's sign, or a symbolic amount's lower bound (an
-    alignment padding such as ``16 - s % 16``, which CUDA attention applies to its mask)."""
-    lo, _ = bounds(e)
-    return lo is not None and lo >= 0
-
-
 @register(aten.constant_pad_nd.default)
 def constant_pad_nd(x, pad, value=0):
     size = list(x.get_size())
@@ -207,8 +201,10 @@ def constant_pad_nd(x, pad, value=0):
     for k in range(len(pad) // 2):
         d = len(size) - 1 - k
         lo, hi = pad[2 * k], pad[2 * k + 1]
-        if not (_never_negative(lo) and _never_negative(hi)):
-            # a negative pad crops (or, symbolic, might): ATen's kernel does that
+        if not all(never_negative(current_graph().trace_expr(p)) for p in (lo, hi)):
+            # a negative pad crops (or, symbolic, might): ATen's kernel does that. A symbolic
+            # one is decided by the trace's ranges: CUDA attention pads its mask's last dim by
+            # 16 - n % 16
             raise NotLowered("negative padding, or padding not known to be non-negative")
         lows[d] = lo
         new[d] = size[d] + lo + hi

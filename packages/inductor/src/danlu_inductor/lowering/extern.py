@@ -100,10 +100,8 @@ _META_DIFFERS = {
 }
 
 
-def make_extern(op, args, kwargs, kind: str, meta_val=None, from_trace=False):
-    """Realize the tensor arguments, call ``op`` at run time, describe its outputs.
-    ``from_trace``: ``meta_val`` is the trace's own value of the node (on the graph's device),
-    not a meta run's."""
+def make_extern(op, args, kwargs, kind: str, meta_val=None):
+    """Realize the tensor arguments, call ``op`` at run time, describe its outputs."""
     graph = current_graph()
     if op in _META_DIFFERS:
         raise NotLowered(f"{op}: its library kernel's outputs differ from its meta description")
@@ -117,6 +115,7 @@ def make_extern(op, args, kwargs, kind: str, meta_val=None, from_trace=False):
     rargs = pytree.tree_map(realize, list(args))
     rkwargs = pytree.tree_map(realize, dict(kwargs))
     node = graph.current_node
+    from_trace = False
     if meta_val is None and graph.shape_env is not None and node is not None:
         # symbolic sizes: the trace already describes the outputs
         val = node.meta.get("val")
