@@ -121,3 +121,17 @@ def bf16_step_beside_eager(model_cls, x: torch.Tensor) -> list:
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
     return partitions
+
+
+def matmul_step_beside_eager(compiled, fn, x, w) -> None:
+    """A forward and backward of ``compiled(x, w)`` against ``fn``'s eager ones on copies: the
+    output and both gradients."""
+    x = x.detach().requires_grad_()
+    w_c = w.clone().requires_grad_()
+    out = compiled(x, w_c)
+    x_r, w_r = x.detach().requires_grad_(), w.clone().requires_grad_()
+    torch.testing.assert_close(out, fn(x_r, w_r))
+    out.sum().backward()
+    fn(x_r, w_r).sum().backward()
+    torch.testing.assert_close(x.grad, x_r.grad)
+    torch.testing.assert_close(w_c.grad, w_r.grad)

@@ -5,6 +5,7 @@ guard (the grad mode, storage offsets) down the full path."""
 from __future__ import annotations
 
 import torch
+from helpers import matmul_step_beside_eager
 
 import danlu_aotautograd as da
 
@@ -266,15 +267,7 @@ def test_a_symbolic_capture_binds_each_size_once_then_calls_directly():
     calls = _count_compile_for(compiled)
     shapes = [(3, 5, 6), (2, 7, 6), (3, 5, 6), (2, 7, 6), (4, 4, 6)]
     for shape in shapes:
-        x = torch.randn(shape, generator=gen, requires_grad=True)
-        w_c = w.clone().requires_grad_()
-        out = compiled(x, w_c)
-        x_r, w_r = x.detach().requires_grad_(), w.clone().requires_grad_()
-        torch.testing.assert_close(out, f(x_r, w_r))
-        out.sum().backward()
-        f(x_r, w_r).sum().backward()
-        torch.testing.assert_close(x.grad, x_r.grad)
-        torch.testing.assert_close(w_c.grad, w_r.grad)
+        matmul_step_beside_eager(compiled, f, torch.randn(shape, generator=gen), w)
     # each new size: the full way and one lookup of its bound program; repeats: neither
     assert len(calls) == 2 * 3, calls
     assert compiled.aot_module.aot.stats["traces"] == 1
