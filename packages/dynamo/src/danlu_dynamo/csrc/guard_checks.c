@@ -1,4 +1,4 @@
-/* danlu_dynamo._guard_checks: the two most frequent guard tests, in C.
+/* danlu_dynamo._guard_checks: the most frequent guard tests, in C.
  *
  * A compiled frame's guards run on every call. A model's are mostly two kinds: a tensor's
  * metadata (one per parameter and buffer: type, dtype, requires_grad, sizes, strides, device,
@@ -175,6 +175,47 @@ gc_plain(PyObject *module, PyObject *d)
     return r < 0 ? NULL : PyBool_FromLong(r);
 }
 
+/* attrs_are(obj, cls, keys, values, hooks): ``type(obj) is cls``; for each i,
+ * ``obj.__dict__[keys[i]] is values[i]``; then, where ``hooks`` is 1, ``hookless`` of the
+ * dict, where 2, ``plain``. False (not an error) where a key is missing. */
+static PyObject *
+gc_attrs_are(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 5 || !PyTuple_Check(args[2]) || !PyTuple_Check(args[3]) ||
+        PyTuple_GET_SIZE(args[2]) != PyTuple_GET_SIZE(args[3]) || !PyLong_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "attrs_are takes an object, a type, two tuples of one"
+                                         " length and a hooks mode (0, 1 or 2)");
+        return NULL;
+    }
+    if ((PyObject *)Py_TYPE(args[0]) != args[1])
+        Py_RETURN_FALSE;
+    long hooks = PyLong_AsLong(args[4]);
+    if (hooks == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *d = PyObject_GenericGetDict(args[0], NULL);
+    if (d == NULL)
+        return NULL;
+    int same = PyDict_Check(d);
+    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(args[2]); same && i < n; i++) {
+        PyObject *v = PyDict_GetItemWithError(d, PyTuple_GET_ITEM(args[2], i)); /* borrowed */
+        if (v == NULL && PyErr_Occurred()) {
+            Py_DECREF(d);
+            return NULL;
+        }
+        same = v == PyTuple_GET_ITEM(args[3], i);
+    }
+    if (same > 0 && hooks > 0) {
+        same = hookless(d);
+        if (same > 0 && hooks == 2) {
+            int own = PyDict_Contains(d, s_forward);
+            same = own < 0 ? -1 : !own;
+        }
+    }
+    Py_DECREF(d);
+    return same < 0 ? NULL : PyBool_FromLong(same);
+}
+
 static PyMethodDef gc_methods[] = {
     {"bind", gc_bind, METH_O,
      "bind(tensor_base_type): use its attribute getters and methods in tensor_match."},
@@ -185,6 +226,9 @@ static PyMethodDef gc_methods[] = {
     {"hookless", gc_hookless, METH_O, "hookless(module.__dict__) -> bool: no hooks on it."},
     {"plain", gc_plain, METH_O,
      "plain(module.__dict__) -> bool: no hooks, no forward assigned on the instance."},
+    {"attrs_are", (PyCFunction)(void (*)(void))gc_attrs_are, METH_FASTCALL,
+     "attrs_are(obj, cls, keys, values, hooks) -> bool: type(obj) is cls, each"
+     " obj.__dict__[keys[i]] is values[i], and (hooks 1) hookless or (2) plain."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef gc_module = {PyModuleDef_HEAD_INIT, "danlu_dynamo._guard_checks",

@@ -1,0 +1,194 @@
+"""Batched guards (``guard_codegen._attribute_batches`` and ``_store_batches``): a module's
+constant attributes and hooks as one ``attrs_are`` call, its parameters or buffers as one
+``tensors_are`` call. The batch only says "all unchanged"; where it says no, the guards run one
+by one, so every answer below must be what the unbatched check answers."""
+
+import pytest
+import torch
+
+from danlu_dynamo.capture import guard_codegen
+from danlu_dynamo.capture.guard_codegen import GuardSet
+from danlu_dynamo.capture.source import FrameValues
+
+pytestmark = pytest.mark.skipif(
+    guard_codegen._c_checks is None, reason="the C guard tests are not built"
+)
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.scale = 0.5
+
+
+def _guards(block):
+    """What capture records for ``block.conv`` and ``block.bn`` (one forward's worth)."""
+
+    def add(gs):
+        gs.id_match("L['self']", block)
+        gs.no_module_hooks("L['self']", own_forward=False)
+        gs.constant_match("L['self'].scale", block.scale)
+        for name in ("conv", "bn"):
+            src = f"L['self'].{name}"
+            mod = getattr(block, name)
+            gs.id_match(src, mod)
+            gs.no_module_hooks(src, own_forward=False)
+            gs.constant_match(f"{src}.training", mod.training)
+        conv = "L['self'].conv"
+        for attr in ("stride", "padding", "dilation", "groups", "padding_mode"):
+            gs.constant_match(f"{conv}.{attr}", getattr(block.conv, attr))
+        gs.tensor_match(f"{conv}.weight", block.conv.weight)
+        gs.constant_match(f"{conv}.bias", None)
+        bn = "L['self'].bn"
+        gs.constant_match(f"{bn}.eps", block.bn.eps)
+        gs.constant_match(f"{bn}.momentum", block.bn.momentum)
+        for attr in ("weight", "bias", "running_mean", "running_var"):
+            gs.tensor_match(f"{bn}.{attr}", getattr(block.bn, attr))
+
+    return add
+
+
+def _checks(block):
+    """The batched check and the one-by-one check for ``block`` (``L`` with it as self)."""
+    L = {"self": block}
+    gs = GuardSet()
+    _guards(block)(gs)
+    quick = gs.compile_for_frame({}, (), None, FrameValues(L, {}))
+    gs = GuardSet()
+    _guards(block)(gs)
+    plain = gs.compile_for_frame({}, (), None, None)
+    return L, quick, plain
+
+
+def test_a_modules_attributes_hooks_and_tensors_are_one_call_each():
+    L, quick, plain = _checks(Block())
+    assert quick.source.count("___attrs_are(") == 3  # self, conv, bn
+    assert quick.source.count("___tensors_are(") == (
+        3 if guard_codegen._direct_checks is not None else 0
+    )  # conv's parameters, bn's parameters, bn's buffers
+    assert "stride" not in quick.source and "padding" not in quick.source
+    assert quick(L) and plain(L)
+
+
+def _same_answer(block, L, quick, plain, expected: bool):
+    assert plain(L) is expected
+    assert quick(L) is expected
+    if not expected:
+        why, plain_why = quick.failure_reason(L), plain.failure_reason(L)
+        assert why is not None
+        if not plain_why.startswith("a guarded value cannot be read"):
+            assert why == plain_why  # the failing guard is named, not the batch
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        # equal values that are other objects: the batch says no, the guards say yes
+        (lambda b: setattr(b.conv, "stride", tuple([1, 1])), True),
+        (lambda b: setattr(b.bn, "eps", float("1e-05")), True),
+        (lambda b: setattr(b, "scale", float("0.5")), True),
+        # a parameter replaced by one with the same metadata: still the same program
+        (lambda b: setattr(b.conv, "weight", torch.nn.Parameter(torch.randn(4, 3, 3, 3))), True),
+        # changes the program depends on
+        (lambda b: setattr(b.conv, "stride", (2, 2)), False),
+        (lambda b: setattr(b.conv, "stride", (1.0, 1)), False),
+        (lambda b: setattr(b.bn, "momentum", 0.2), False),
+        (lambda b: b.bn.eval(), False),
+        (lambda b: setattr(b, "scale", 1), False),
+        (lambda b: b.conv.register_forward_hook(lambda *a: None), False),
+        (lambda b: b.register_forward_pre_hook(lambda *a: None), False),
+        (lambda b: setattr(b.bn, "forward", lambda x: x), False),
+        (lambda b: setattr(b.conv, "bias", torch.nn.Parameter(torch.randn(4))), False),
+        (lambda b: setattr(b.conv, "weight", torch.nn.Parameter(torch.randn(4, 3, 1, 1))), False),
+        (lambda b: b.conv.weight.requires_grad_(False), False),
+        (lambda b: setattr(b.bn, "running_mean", torch.zeros(4, dtype=torch.float64)), False),
+        (lambda b: delattr(b.bn, "eps"), False),
+        (lambda b: b.bn._buffers.pop("running_var"), False),
+    ],
+    ids=lambda x: "" if callable(x) else str(x),
+)
+def test_each_answer_is_the_unbatched_checks(change, expected):
+    block = Block()
+    L, quick, plain = _checks(block)
+    change(block)
+    _same_answer(block, L, quick, plain, expected)
+
+
+def test_an_object_whose_class_changed_gets_the_unbatched_answer():
+    block = Block()
+    L, quick, plain = _checks(block)
+    block.conv.__class__ = type("Conv", (torch.nn.Conv2d,), {})
+    assert not guard_codegen._c_checks.attrs_are(
+        block.conv, torch.nn.Conv2d, ("stride",), (block.conv.stride,), 0
+    )
+    assert quick(L) is plain(L)
+
+
+def test_an_attribute_behind_a_data_descriptor_is_not_batched():
+    class WithProperty(torch.nn.Module):
+        @property
+        def gain(self):
+            return self.__dict__["gain"] * 2
+
+    m = WithProperty()
+    m.__dict__["gain"] = 3
+    m.__dict__["bias_on"] = True
+    L = {"self": m}
+
+    def add(gs):
+        gs.id_match("L['self']", m)
+        gs.constant_match("L['self'].gain", m.gain)
+        gs.constant_match("L['self'].bias_on", True)
+
+    gs = GuardSet()
+    add(gs)
+    check = gs.compile_for_frame({}, (), None, FrameValues(L, {}))
+    assert ".gain" in check.source  # read through the property
+    assert check(L)
+    m.__dict__["gain"] = 4
+    assert not check(L)
+
+
+def test_a_captured_model_recompiles_on_a_change_and_not_on_an_equal_value():
+    import danlu_dynamo
+
+    block = Block()
+    calls = []
+
+    def backend(gm, inputs):
+        calls.append(1)
+        return gm.forward
+
+    def step(x):
+        return block.bn(block.conv(x)) * block.scale
+
+    fn = danlu_dynamo.optimize(backend)(step)
+    x = torch.randn(2, 3, 8, 8)
+    torch.testing.assert_close(fn(x), step(x))
+    block.conv.stride = tuple([1, 1])  # equal: no recompile
+    block.bn.eps = float("1e-05")
+    torch.testing.assert_close(fn(x), step(x))
+    assert len(calls) == 1
+    block.conv.padding = (0, 0)
+    torch.testing.assert_close(fn(x), step(x))
+    assert len(calls) == 2
+
+
+def test_the_c_batch_calls_refuse_bad_arguments_and_answer_false_for_a_missing_key():
+    C, D = guard_codegen._c_checks, guard_codegen._direct_checks
+    conv = torch.nn.Conv2d(1, 1, 1)
+    with pytest.raises(TypeError):
+        C.attrs_are(conv, torch.nn.Conv2d, ("stride",), (), 0)
+    assert not C.attrs_are(conv, torch.nn.Conv2d, ("no_such",), (None,), 0)
+    assert C.attrs_are(conv, torch.nn.Conv2d, ("stride",), (conv.stride,), 2)
+    if D is None:
+        return
+    spec = (torch.nn.Parameter, torch.float32, True, (1, 1, 1, 1), (1, 1, 1, 1), None, False)
+    spec += (None,)
+    assert D.tensors_are(conv._parameters, ("weight",), (spec,))
+    assert not D.tensors_are(conv._parameters, ("bias",), (None,))
+    assert not D.tensors_are(conv._parameters, ("no_such",), (None,))
+    with pytest.raises(TypeError):
+        D.tensors_are(conv._parameters, ("weight",), (spec[:3],))
