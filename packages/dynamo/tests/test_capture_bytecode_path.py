@@ -308,7 +308,8 @@ def test_guards_share_prefixes_and_index_module_lists_through_their_dicts():
     gc.collect()
     assert torch.equal(opt(x), net(x)) and torch.equal(opt(x), net(x))
     (record,) = opt._capture_ctx.records
-    check = record.check_fn.source
+    # the guards one by one (the quick check settles the module tree in one C call)
+    check = getattr(record.check_fn, "full", record.check_fn).source
     assert "._modules['blocks']" in check and "._modules['1']" in check
     assert "L['self'].blocks[1]" not in check and "L['self'].blocks" not in check.replace(
         "._modules['blocks']", ""

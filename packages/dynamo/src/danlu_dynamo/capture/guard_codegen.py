@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import types
 
 import torch
 
 from . import module_hooks
+from .guard_trees import module_trees
 from .source import cells_as_locals, fast_suffix, lookup
 
 
@@ -33,8 +33,8 @@ class Guard:
     desc: str = ""  # readable form, when the expression is not (shape guards)
     # a presence test ``hasattr(S, 'a')``: the source ``S.a`` whose read implies it
     implied_by: str = ""
-    # CONSTANT_MATCH of an immutable value: the captured object, which an identity test
-    # over the owner's ``__dict__`` may settle (``_attribute_batches``)
+    # what a module tree may settle the guard with (``guard_trees``), in a 1-tuple (None: no
+    # tree): CONSTANT_MATCH's immutable value, ID_MATCH's object, TENSOR_MATCH's test arguments
     value: object = dataclasses.field(default=None, compare=False, repr=False)
 
     def __str__(self):
@@ -101,6 +101,7 @@ def _bind_tensor_checks():
     if _tensor_checks.TORCH_VERSION != torch.__version__:
         return None
     _tensor_checks.bind(_c_checks.tensor_match)
+    _c_checks.use_tensor_test(_tensor_checks.TENSOR_TEST)  # module trees read fields too
     return _tensor_checks
 
 
@@ -227,7 +228,7 @@ class GuardSet:
         self.add("TYPE_MATCH", source, f"type({source}) is {self._const(type(value))}")
 
     def id_match(self, source: str, value):
-        self.add("ID_MATCH", source, f"{source} is {self._const(value)}")
+        self.add("ID_MATCH", source, f"{source} is {self._const(value)}", value=(value,))
 
     def constant_match(self, source: str, value):
         if value is None or value is True or value is False or value is Ellipsis:
@@ -296,12 +297,10 @@ class GuardSet:
             f"{test}({v}, {self._const(cls)}, {self._const(dtype)}, {rg}, {shape!r}, "
             f"{stride!r}, {dev}, {t.is_neg()}, {conj})"
         )
-        # the test's arguments after the tensor, for one call over a module's parameters
-        # (``_store_batches``)
+        # the test's arguments after the tensor, for a module tree's C call (``guard_trees``)
         spec = (cls, dtype, rg, shape, stride, None if dev == "None" else device, t.is_neg())
         spec += (t.is_conj() if dtype.is_complex else None,)
-        value = (spec,) if test == "___tensor_read" else None
-        self.add("TENSOR_MATCH", source, expr, desc=readable, value=value)
+        self.add("TENSOR_MATCH", source, expr, desc=readable, value=(spec,))
 
     def storage_offset(self, source: str, t: torch.Tensor):
         """The program read a storage offset: TENSOR_MATCH does not hold it."""
@@ -397,21 +396,20 @@ class GuardSet:
         full = _check_function(
             "L", framed(self._lines(values)), env, str(self), first=first_check is not None
         )
-        batches = {}
-        if values is not None:
-            batches = _attribute_batches(self.all_guards(), values)
-            batches.update(_store_batches(self.all_guards(), values))
-        if not batches or _c_checks is None:
+        if values is None or _c_checks is None:
             return full
-        # the quick check: batched attribute guards first as one identity test per owner;
-        # where one says no (or anything raises) the full check decides
+        tensor_test = "___tensor_read" if _direct_checks is not None else "___tensor_ok"
+        roots, settled = module_trees(self.all_guards(), values, tensor_test)
+        if not roots:
+            return full
+        # the quick check: each module tree's guards as one C call; where one says no (or
+        # anything raises) the full check answers
         env = dict(env)
         env["___full"] = full
-        env["___attrs_are"] = _c_checks.attrs_are
-        env["___tensors_are"] = _direct_checks.tensors_are if _direct_checks else None
+        env["___module_tree"] = _c_checks.module_tree
         quick = _check_function(
             "L",
-            framed(self._lines(values, batches, env)),
+            framed(self._lines(values, (roots, settled), env)),
             env,
             str(self),
             first=first_check is not None,
@@ -421,10 +419,11 @@ class GuardSet:
         quick.full = full
         return quick
 
-    def _lines(self, values=None, batches=None, env=None):
+    def _lines(self, values=None, trees=None, env=None):
         """The check's lines: reads into ``___v<i>`` variables, each guard's ``if``. With
-        ``batches`` (``_attribute_batches``), their guards become one ``attrs_are`` line per
-        owner (constants added to ``env``), where the owner is first read."""
+        ``trees`` (``guard_trees.module_trees``' roots and settled guards), the guards a tree
+        settles become one ``module_tree`` line where its first one was (its spec added to
+        ``env``)."""
         lines = []
         var_of: dict[str, str] = {}
 
@@ -445,44 +444,33 @@ class GuardSet:
             var_of[expr] = name
             return name
 
-        batched = {id(g): owner for owner, b in (batches or {}).items() for g in b.guards}
+        roots, settled = trees or ({}, {})
+        emitted = set()
         guards = self.all_guards()
         read = {s for g in guards for s in (g.source, *g.others) if s}
         for g in guards:
             if _implied_hasattr(g, read):
                 continue
-            owner = batched.get(id(g))
-            if owner is not None:
-                b = batches[owner]
-                if b.emitted:
-                    continue
-                b.emitted = True
-                if b.cls is None:
-                    names = [self._batch_const(env, x) for x in (b.keys, b.values)]
-                    test = f"___tensors_are({var(owner)}, {', '.join(names)})"
-                    what = f"{len(b.keys)} tensors of {owner}"
-                else:
-                    names = [self._batch_const(env, x) for x in (b.cls, b.keys, b.values)]
-                    test = f"___attrs_are({var(owner)}, {', '.join(names)}, {b.hooks})"
-                    what = f"{len(b.keys)} attributes of {owner}" + (
-                        ", no hooks" if b.hooks else ""
+            root = settled.get(id(g))
+            if root is not None:
+                if root not in emitted:
+                    emitted.add(root)
+                    spec = f"___b{len(env)}"
+                    env[spec] = roots[root].spec()
+                    n = len(roots[root].all_guards())
+                    lines.append(
+                        (
+                            f"if not ___module_tree({var(root)}, {spec}): return False",
+                            f"{n} guards of the module tree at {root}",
+                        )
                     )
-                lines.append((f"if not {test}: return False", what))
                 continue
             cond = g.expr
             for s in sorted((g.source, *g.others), key=len, reverse=True):
                 if s:
                     cond = cond.replace(s, var(s))
             lines.append((f"if not ({cond}): return False", str(g).strip()))
-        for b in (batches or {}).values():
-            b.emitted = False
         return lines
-
-    @staticmethod
-    def _batch_const(env: dict, value) -> str:
-        name = f"___b{len(env)}"
-        env[name] = value
-        return name
 
     def all_guards(self) -> list[Guard]:
         """The guards, then the ShapeEnv's (as they stand now) for dynamic inputs."""
@@ -500,117 +488,6 @@ class GuardSet:
         return "\n".join(str(g) for g in self.all_guards())
 
 
-@dataclasses.dataclass
-class _Batch:
-    """One owner's attribute guards, settled together by ``attrs_are`` (``cls`` set), or one
-    module's parameter or buffer guards by ``tensors_are`` (``cls`` None; ``values``: the
-    tensors' test arguments, None for "is None")."""
-
-    cls: type | None
-    keys: tuple = ()
-    values: tuple = ()
-    hooks: int = (
-        0  # 1: the owner's NO_HOOKS guard is ``___hookless_module``, 2: ``___plain_module``
-    )
-    guards: list = dataclasses.field(default_factory=list)
-    emitted: bool = False
-
-
-def _plain_instance_attr(owner, name: str) -> bool:
-    """Is ``owner.name`` the value in ``owner.__dict__`` (no ``__getattribute__`` of the
-    type's own, no data descriptor of that name on the type)?"""
-    cls = type(owner)
-    if cls.__getattribute__ is not object.__getattribute__:
-        return False
-    d = getattr(owner, "__dict__", None)
-    if type(d) is not dict or name not in d:
-        return False
-    for k in cls.__mro__:
-        if name in k.__dict__:
-            kind = type(k.__dict__[name])
-            return not (hasattr(kind, "__set__") or hasattr(kind, "__delete__"))
-    return True
-
-
-_HOOK_TESTS = {"___hookless_module": 1, "___plain_module": 2}
-
-
-def _plain_dict(owner) -> bool:
-    """Is ``owner.__dict__`` the instance dict itself (the type's standard ``__dict__``)?"""
-    cls = type(owner)
-    if cls.__getattribute__ is not object.__getattribute__:
-        return False
-    for k in cls.__mro__:
-        if "__dict__" in k.__dict__:
-            return type(k.__dict__["__dict__"]) is types.GetSetDescriptorType
-    return False
-
-
-def _attribute_batches(guards, values) -> dict:
-    """owner expression -> ``_Batch``: the CONSTANT_MATCH guards on ``owner.name`` reads that
-    an identity test of ``owner.__dict__[name]`` settles (the captured immutable object is
-    still there: then each such guard holds), with the owner's NO_HOOKS guard. A module's
-    stride, padding, eps or training flag and its hooks: 60% of ResNet-50's guards, a third
-    of its check's time."""
-    batches: dict = {}
-    for g in guards:
-        if g.kind == "NO_HOOKS" and g.source:
-            test = g.expr.split("(", 1)[0]
-            owner = values(g.source)
-            if test in _HOOK_TESTS and g.expr == f"{test}({g.source}.__dict__)":
-                if owner is not None and _plain_dict(owner):
-                    b = batches.setdefault(g.source, _Batch(type(owner)))
-                    b.hooks = _HOOK_TESTS[test]
-                    b.guards.append(g)
-            continue
-        if g.kind != "CONSTANT_MATCH" or g.value is None:
-            continue
-        src = lookup(g.source)
-        if src is None or src.parent is None or src.prefix or not src.suffix.startswith("."):
-            continue
-        name = src.suffix[1:]
-        owner = values(src.parent.expr)
-        if owner is None or not _plain_dict(owner) or not _plain_instance_attr(owner, name):
-            continue
-        if owner.__dict__[name] is not g.value[0]:
-            continue
-        b = batches.setdefault(src.parent.expr, _Batch(type(owner)))
-        b.keys += (name,)
-        b.values += g.value
-        b.guards.append(g)
-    return batches
-
-
-def _store_batches(guards, values) -> dict:
-    """``owner._parameters`` (or ``._buffers``) expression -> ``_Batch``: a module's
-    parameter and buffer guards (the C++ tensor test, or "is None"), as one ``tensors_are``
-    call over the dict the reads go to (``fast_suffix``)."""
-    if _direct_checks is None:
-        return {}
-    batches: dict = {}
-    for g in guards:
-        if g.value is None or g.kind not in ("TENSOR_MATCH", "CONSTANT_MATCH"):
-            continue
-        if g.kind == "CONSTANT_MATCH" and g.value[0] is not None:
-            continue
-        src = lookup(g.source)
-        if src is None or src.parent is None or src.prefix or not src.suffix.startswith("."):
-            continue
-        name = src.suffix[1:]
-        owner = values(src.parent.expr)
-        if owner is None:
-            continue
-        read = fast_suffix(owner, src.suffix)
-        store = next((k for k in ("_parameters", "_buffers") if read == f".{k}[{name!r}]"), None)
-        if store is None:
-            continue
-        b = batches.setdefault(f"{src.parent.expr}.{store}", _Batch(None))
-        b.keys += (name,)
-        b.values += (g.value[0],)
-        b.guards.append(g)
-    return batches
-
-
 def _implied_hasattr(guard: Guard, read: set) -> bool:
     """``hasattr(S, 'a')`` when another guard reads ``S.a`` (or below it): that read raises
     AttributeError where the attribute is missing, and the check returns False on it.
@@ -626,14 +503,14 @@ def _check_function(
     """Compile ``___check(params)``, False at the first failing line, and beside it
     ``___why(params)``: the same lines returning the failing guard's text (None if all pass).
     ``lines``: ``_lines()`` output, with ``first``: test ``___first()`` (in ``env``) before all.
-    ``fallback``: an expression the check returns instead of False where a batched line
-    (``___attrs_are``) fails or a read raises."""
+    ``fallback``: an expression the check returns instead of False where a module tree's
+    line fails or a read raises."""
     described = [(x, None) if isinstance(x, str) else x for x in lines]
     checks = [x for x, _ in described]
     if fallback is not None:
         checks = [
             x.replace("return False", f"return {fallback}")
-            if x.startswith(("if not ___attrs_are(", "if not ___tensors_are("))
+            if x.startswith("if not ___module_tree(")
             else x
             for x in checks
         ]

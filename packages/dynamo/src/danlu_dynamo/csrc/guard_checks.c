@@ -175,45 +175,137 @@ gc_plain(PyObject *module, PyObject *d)
     return r < 0 ? NULL : PyBool_FromLong(r);
 }
 
-/* attrs_are(obj, cls, keys, values, hooks): ``type(obj) is cls``; for each i,
- * ``obj.__dict__[keys[i]] is values[i]``; then, where ``hooks`` is 1, ``hookless`` of the
- * dict, where 2, ``plain``. False (not an error) where a key is missing. */
+/* The tensor test ``module_tree`` runs on a parameter or buffer: ``spec`` is tensor_match's 8
+ * arguments after the tensor; 1: passes, 0: not, -1: error set. The getter-based test here,
+ * or ``_tensor_checks``' field-reading one once ``use_tensor_test`` was given its capsule. */
+typedef int (*tensor_test_fn)(PyObject *t, PyObject *spec);
+
+static int
+getter_tensor_test(PyObject *t, PyObject *spec)
+{
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 8) {
+        PyErr_SetString(PyExc_TypeError, "module_tree: a tensor spec is 8 arguments");
+        return -1;
+    }
+    PyObject *args[9] = {t};
+    for (Py_ssize_t i = 0; i < 8; i++)
+        args[i + 1] = PyTuple_GET_ITEM(spec, i);
+    PyObject *r = gc_tensor_match(NULL, args, 9);
+    if (r == NULL)
+        return -1;
+    int ok = r == Py_True;
+    Py_DECREF(r);
+    return ok;
+}
+
+static tensor_test_fn tensor_test = getter_tensor_test;
+
 static PyObject *
-gc_attrs_are(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+gc_use_tensor_test(PyObject *module, PyObject *capsule)
 {
     (void)module;
-    if (nargs != 5 || !PyTuple_Check(args[2]) || !PyTuple_Check(args[3]) ||
-        PyTuple_GET_SIZE(args[2]) != PyTuple_GET_SIZE(args[3]) || !PyLong_Check(args[4])) {
-        PyErr_SetString(PyExc_TypeError, "attrs_are takes an object, a type, two tuples of one"
-                                         " length and a hooks mode (0, 1 or 2)");
+    void *fn = PyCapsule_GetPointer(capsule, "danlu_dynamo.tensor_test");
+    if (fn == NULL)
         return NULL;
+    tensor_test = (tensor_test_fn)fn;
+    Py_RETURN_NONE;
+}
+
+static PyObject *s_modules_key;
+
+/* ``d[key]`` (borrowed), NULL with no error where it is missing or ``d`` is no dict. */
+static PyObject *
+item_of(PyObject *d, PyObject *key)
+{
+    if (!PyDict_Check(d))
+        return NULL;
+    return PyDict_GetItemWithError(d, key);
+}
+
+/* One node of ``module_tree``'s spec, tested on ``obj``: 1 all hold, 0 not, -1 error set.
+ * node = (cls, keys, values, hooks, stores, children); stores = ((store, keys, specs), ...);
+ * children = ((key, child, node), ...) under ``obj.__dict__['_modules']``. */
+static int
+tree_holds(PyObject *obj, PyObject *node)
+{
+    if (!PyTuple_Check(node) || PyTuple_GET_SIZE(node) != 6) {
+        PyErr_SetString(PyExc_TypeError, "module_tree: a node is 6 items");
+        return -1;
     }
-    if ((PyObject *)Py_TYPE(args[0]) != args[1])
-        Py_RETURN_FALSE;
-    long hooks = PyLong_AsLong(args[4]);
+    PyObject *cls = PyTuple_GET_ITEM(node, 0), *keys = PyTuple_GET_ITEM(node, 1),
+             *values = PyTuple_GET_ITEM(node, 2), *stores = PyTuple_GET_ITEM(node, 4),
+             *children = PyTuple_GET_ITEM(node, 5);
+    long hooks = PyLong_AsLong(PyTuple_GET_ITEM(node, 3));
     if (hooks == -1 && PyErr_Occurred())
-        return NULL;
-    PyObject *d = PyObject_GenericGetDict(args[0], NULL);
+        return -1;
+    if ((PyObject *)Py_TYPE(obj) != cls)
+        return 0;
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
     if (d == NULL)
-        return NULL;
-    int same = PyDict_Check(d);
-    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(args[2]); same && i < n; i++) {
-        PyObject *v = PyDict_GetItemWithError(d, PyTuple_GET_ITEM(args[2], i)); /* borrowed */
-        if (v == NULL && PyErr_Occurred()) {
-            Py_DECREF(d);
-            return NULL;
-        }
-        same = v == PyTuple_GET_ITEM(args[3], i);
+        return -1;
+    int ok = PyDict_Check(d);
+    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(keys); ok > 0 && i < n; i++) {
+        PyObject *v = PyDict_GetItemWithError(d, PyTuple_GET_ITEM(keys, i));
+        ok = v != NULL ? v == PyTuple_GET_ITEM(values, i) : (PyErr_Occurred() ? -1 : 0);
     }
-    if (same > 0 && hooks > 0) {
-        same = hookless(d);
-        if (same > 0 && hooks == 2) {
+    if (ok > 0 && hooks > 0) {
+        ok = hookless(d);
+        if (ok > 0 && hooks == 2) {
             int own = PyDict_Contains(d, s_forward);
-            same = own < 0 ? -1 : !own;
+            ok = own < 0 ? -1 : !own;
+        }
+    }
+    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(stores); ok > 0 && i < n; i++) {
+        PyObject *store = PyTuple_GET_ITEM(stores, i);
+        PyObject *sd = item_of(d, PyTuple_GET_ITEM(store, 0));
+        PyObject *skeys = PyTuple_GET_ITEM(store, 1), *specs = PyTuple_GET_ITEM(store, 2);
+        if (sd == NULL) {
+            ok = PyErr_Occurred() ? -1 : 0;
+            break;
+        }
+        for (Py_ssize_t j = 0, m = PyTuple_GET_SIZE(skeys); ok > 0 && j < m; j++) {
+            PyObject *t = item_of(sd, PyTuple_GET_ITEM(skeys, j));
+            PyObject *spec = PyTuple_GET_ITEM(specs, j);
+            if (t == NULL)
+                ok = PyErr_Occurred() ? -1 : 0;
+            else
+                ok = spec == Py_None ? t == Py_None : tensor_test(t, spec);
+        }
+    }
+    if (ok > 0 && PyTuple_GET_SIZE(children) > 0) {
+        PyObject *md = item_of(d, s_modules_key);
+        if (md == NULL)
+            ok = PyErr_Occurred() ? -1 : 0;
+        for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(children); ok > 0 && i < n; i++) {
+            PyObject *child = PyTuple_GET_ITEM(children, i);
+            PyObject *c = item_of(md, PyTuple_GET_ITEM(child, 0));
+            if (c == NULL)
+                ok = PyErr_Occurred() ? -1 : 0;
+            else if (c != PyTuple_GET_ITEM(child, 1))
+                ok = 0;
+            else
+                ok = tree_holds(c, PyTuple_GET_ITEM(child, 2));
         }
     }
     Py_DECREF(d);
-    return same < 0 ? NULL : PyBool_FromLong(same);
+    return ok;
+}
+
+/* module_tree(obj, node) -> bool: every test of the spec holds on ``obj`` and, through
+ * ``_modules``, on the submodules it names (the very objects seen at capture). */
+static PyObject *
+gc_module_tree(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "module_tree takes an object and a node");
+        return NULL;
+    }
+    if (Py_EnterRecursiveCall(" in module_tree"))
+        return NULL;
+    int ok = tree_holds(args[0], args[1]);
+    Py_LeaveRecursiveCall();
+    return ok < 0 ? NULL : PyBool_FromLong(ok);
 }
 
 static PyMethodDef gc_methods[] = {
@@ -226,9 +318,11 @@ static PyMethodDef gc_methods[] = {
     {"hookless", gc_hookless, METH_O, "hookless(module.__dict__) -> bool: no hooks on it."},
     {"plain", gc_plain, METH_O,
      "plain(module.__dict__) -> bool: no hooks, no forward assigned on the instance."},
-    {"attrs_are", (PyCFunction)(void (*)(void))gc_attrs_are, METH_FASTCALL,
-     "attrs_are(obj, cls, keys, values, hooks) -> bool: type(obj) is cls, each"
-     " obj.__dict__[keys[i]] is values[i], and (hooks 1) hookless or (2) plain."},
+    {"module_tree", (PyCFunction)(void (*)(void))gc_module_tree, METH_FASTCALL,
+     "module_tree(obj, node) -> bool: the node's tests hold on obj and its submodules"
+     " (node = (cls, keys, values, hooks, stores, children))."},
+    {"use_tensor_test", gc_use_tensor_test, METH_O,
+     "use_tensor_test(capsule): module_tree tests tensors with the capsule's function."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef gc_module = {PyModuleDef_HEAD_INIT, "danlu_dynamo._guard_checks",
@@ -241,7 +335,8 @@ PyInit__guard_checks(void)
                                        "_backward_hooks", "_backward_pre_hooks"};
     if (s_forward == NULL) {
         s_forward = PyUnicode_InternFromString("forward");
-        if (s_forward == NULL)
+        s_modules_key = PyUnicode_InternFromString("_modules");
+        if (s_forward == NULL || s_modules_key == NULL)
             return NULL;
         for (int i = 0; i < 4; i++) {
             s_hook_keys[i] = PyUnicode_InternFromString(hook_keys[i]);

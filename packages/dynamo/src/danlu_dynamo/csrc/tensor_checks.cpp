@@ -12,9 +12,8 @@
  * sizes, a non-strided layout, a torch-function mode on, anything that throws) goes to the
  * getter-based test given to ``bind``, so the answer is always the getters'.
  *
- * ``tensors_are`` runs the test over a module's ``_parameters`` (or ``_buffers``) dict in one
- * call: the batched check (``guard_codegen._store_batches``) spends one Python line per module
- * instead of two per tensor.
+ * ``TENSOR_TEST`` (a capsule) hands the same test to ``_guard_checks.module_tree``, which runs
+ * it over a module tree's parameters and buffers in one call.
  */
 #include <Python.h>
 
@@ -118,11 +117,15 @@ PyObject *tc_tensor_match(PyObject *, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* 1: ``t`` passes the test with ``spec`` (tensor_match's arguments after the tensor), 0: not,
- * -1: error set. */
+ * -1: error set. ``_guard_checks.module_tree``'s tensor test (the capsule TENSOR_TEST). */
 int spec_match(PyObject *t, PyObject *spec)
 {
+    if (getter_test == nullptr) {
+        PyErr_SetString(PyExc_RuntimeError, "tensor test: bind() was not called");
+        return -1;
+    }
     if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 8) {
-        PyErr_SetString(PyExc_TypeError, "tensors_are: a spec is tensor_match's 8 arguments");
+        PyErr_SetString(PyExc_TypeError, "tensor test: a spec is tensor_match's 8 arguments");
         return -1;
     }
     PyObject *args[9] = {t};
@@ -139,37 +142,6 @@ int spec_match(PyObject *t, PyObject *spec)
     r = PyObject_IsTrue(v);
     Py_DECREF(v);
     return r;
-}
-
-/* tensors_are(d, keys, specs) -> bool: for each i, ``d[keys[i]]`` is None where
- * ``specs[i]`` is None, else passes tensor_match with ``specs[i]`` (the arguments after the
- * tensor). False where a key is missing. One call for a module's parameters (or buffers). */
-PyObject *tc_tensors_are(PyObject *, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 3 || !PyDict_Check(args[0]) || !PyTuple_Check(args[1]) ||
-        !PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[1]) != PyTuple_GET_SIZE(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "tensors_are takes a dict and two tuples of one length");
-        return nullptr;
-    }
-    if (getter_test == nullptr) {
-        PyErr_SetString(PyExc_RuntimeError, "tensors_are: bind() was not called");
-        return nullptr;
-    }
-    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(args[1]); i < n; i++) {
-        PyObject *t = PyDict_GetItemWithError(args[0], PyTuple_GET_ITEM(args[1], i)); /* borrowed */
-        if (t == nullptr) {
-            if (PyErr_Occurred())
-                return nullptr;
-            Py_RETURN_FALSE;
-        }
-        PyObject *spec = PyTuple_GET_ITEM(args[2], i);
-        int r = spec == Py_None ? t == Py_None : spec_match(t, spec);
-        if (r < 0)
-            return nullptr;
-        if (r == 0)
-            Py_RETURN_FALSE;
-    }
-    Py_RETURN_TRUE;
 }
 
 PyObject *tc_bind(PyObject *, PyObject *fallback)
@@ -190,10 +162,6 @@ PyMethodDef tc_methods[] = {
      METH_FASTCALL,
      "tensor_match(t, cls, dtype, requires_grad, shape, stride, device, is_neg, is_conj) -> "
      "bool: _guard_checks.tensor_match's answer, read from the tensor's fields."},
-    {"tensors_are", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(tc_tensors_are)),
-     METH_FASTCALL,
-     "tensors_are(d, keys, specs) -> bool: each d[keys[i]] is None (spec None) or passes "
-     "tensor_match with specs[i], the arguments after the tensor."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef tc_module = {PyModuleDef_HEAD_INIT, "danlu_dynamo._tensor_checks",
@@ -204,7 +172,13 @@ PyModuleDef tc_module = {PyModuleDef_HEAD_INIT, "danlu_dynamo._tensor_checks",
 PyMODINIT_FUNC PyInit__tensor_checks(void)
 {
     PyObject *m = PyModule_Create(&tc_module);
-    if (m != nullptr && PyModule_AddStringConstant(m, "TORCH_VERSION", DANLU_TORCH_VERSION) < 0) {
+    if (m == nullptr)
+        return nullptr;
+    PyObject *test = PyCapsule_New(reinterpret_cast<void *>(&spec_match), "danlu_dynamo.tensor_test",
+                                   nullptr);
+    if (PyModule_AddStringConstant(m, "TORCH_VERSION", DANLU_TORCH_VERSION) < 0 ||
+        test == nullptr || PyModule_AddObject(m, "TENSOR_TEST", test) < 0) {
+        Py_XDECREF(test);
         Py_DECREF(m);
         return nullptr;
     }

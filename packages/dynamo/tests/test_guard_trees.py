@@ -1,7 +1,7 @@
-"""Batched guards (``guard_codegen._attribute_batches`` and ``_store_batches``): a module's
-constant attributes and hooks as one ``attrs_are`` call, its parameters or buffers as one
-``tensors_are`` call. The batch only says "all unchanged"; where it says no, the guards run one
-by one, so every answer below must be what the unbatched check answers."""
+"""Module trees in the check (``capture/guard_trees.py``): a module tree's guards (identities
+under ``_modules``, constant attributes, hooks, parameters and buffers) as one
+``_guard_checks.module_tree`` call. The tree only says "all hold"; where it says no, the
+guards run one by one, so every answer below must be what the unbatched check answers."""
 
 import pytest
 import torch
@@ -62,13 +62,11 @@ def _checks(block):
     return L, quick, plain
 
 
-def test_a_modules_attributes_hooks_and_tensors_are_one_call_each():
+def test_a_module_trees_guards_are_one_call():
     L, quick, plain = _checks(Block())
-    assert quick.source.count("___attrs_are(") == 3  # self, conv, bn
-    assert quick.source.count("___tensors_are(") == (
-        3 if guard_codegen._direct_checks is not None else 0
-    )  # conv's parameters, bn's parameters, bn's buffers
-    assert "stride" not in quick.source and "padding" not in quick.source
+    assert quick.source.count("___module_tree(") == 1
+    for read in ("stride", "padding", "_parameters", "_buffers", "conv", "bn"):
+        assert read not in quick.source
     assert quick(L) and plain(L)
 
 
@@ -120,13 +118,18 @@ def test_an_object_whose_class_changed_gets_the_unbatched_answer():
     block = Block()
     L, quick, plain = _checks(block)
     block.conv.__class__ = type("Conv", (torch.nn.Conv2d,), {})
-    assert not guard_codegen._c_checks.attrs_are(
-        block.conv, torch.nn.Conv2d, ("stride",), (block.conv.stride,), 0
-    )
     assert quick(L) is plain(L)
 
 
-def test_an_attribute_behind_a_data_descriptor_is_not_batched():
+def test_a_submodule_replaced_by_another_object_fails_the_tree_and_the_check():
+    block = Block()
+    L, quick, plain = _checks(block)
+    block.bn = torch.nn.BatchNorm2d(4)
+    _same_answer(block, L, quick, plain, False)
+    assert "L['self'].bn is" in quick.failure_reason(L)
+
+
+def test_an_attribute_behind_a_data_descriptor_is_not_in_the_tree():
     class WithProperty(torch.nn.Module):
         @property
         def gain(self):
@@ -176,19 +179,28 @@ def test_a_captured_model_recompiles_on_a_change_and_not_on_an_equal_value():
     assert len(calls) == 2
 
 
-def test_the_c_batch_calls_refuse_bad_arguments_and_answer_false_for_a_missing_key():
-    C, D = guard_codegen._c_checks, guard_codegen._direct_checks
+def test_module_tree_refuses_a_bad_spec_and_answers_false_for_a_missing_key():
+    tree = guard_codegen._c_checks.module_tree
     conv = torch.nn.Conv2d(1, 1, 1)
+    w = conv.weight
+    spec = (type(w), w.dtype, True, tuple(w.shape), w.stride(), None, False, None)
+    node = (
+        torch.nn.Conv2d,
+        ("stride",),
+        (conv.stride,),
+        2,
+        (("_parameters", ("weight", "bias"), (spec, None)),),
+        (),
+    )
+    assert not tree(conv, node)  # bias is a tensor
+    conv.bias = None
+    assert tree(conv, node)
+    assert not tree(conv, (torch.nn.Conv2d, ("no_such",), (None,), 0, (), ()))
+    assert not tree(conv, (torch.nn.Conv2d, (), (), 0, (), (("0", conv, node),)))  # no child
+    seq = torch.nn.Sequential(conv)
+    assert tree(seq, (torch.nn.Sequential, (), (), 2, (), (("0", conv, node),)))
+    assert not tree(seq, (torch.nn.Sequential, (), (), 2, (), (("0", seq, node),)))
     with pytest.raises(TypeError):
-        C.attrs_are(conv, torch.nn.Conv2d, ("stride",), (), 0)
-    assert not C.attrs_are(conv, torch.nn.Conv2d, ("no_such",), (None,), 0)
-    assert C.attrs_are(conv, torch.nn.Conv2d, ("stride",), (conv.stride,), 2)
-    if D is None:
-        return
-    spec = (torch.nn.Parameter, torch.float32, True, (1, 1, 1, 1), (1, 1, 1, 1), None, False)
-    spec += (None,)
-    assert D.tensors_are(conv._parameters, ("weight",), (spec,))
-    assert not D.tensors_are(conv._parameters, ("bias",), (None,))
-    assert not D.tensors_are(conv._parameters, ("no_such",), (None,))
+        tree(conv, node[:3])
     with pytest.raises(TypeError):
-        D.tensors_are(conv._parameters, ("weight",), (spec[:3],))
+        tree(conv, (torch.nn.Conv2d, (), (), 0, (("_parameters", ("weight",), (spec[:3],)),), ()))
