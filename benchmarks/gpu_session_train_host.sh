@@ -25,8 +25,8 @@ export DANLU_CACHE_DIR=/tmp/danlu-cache TORCHINDUCTOR_CACHE_DIR=/tmp/torchinduct
 (cd packages/inductor/tests && TRITON_DEFAULT_FP_FUSION=0 DANLU_CACHE_DIR=/tmp/dth-wrapper \
   timeout 90 python3 triton_wrapper_cases.py cuda /tmp/dth-wrapper.json > /tmp/dth-wrapper.log 2>&1)
 summarize_wrapper_cases /tmp/dth-wrapper.json 2>&1 | tee -a "$OUT/log.txt"
-# the batched guards (eighteenth session): their tests on this Python, and a check's cost
-timeout 60 python3 -m pytest -q -p no:cacheprovider packages/dynamo/tests/test_guard_batches.py \
+# the module-tree guards (eighteenth session): their tests on this Python, and a check's cost
+timeout 60 python3 -m pytest -q -p no:cacheprovider packages/dynamo/tests/test_guard_trees.py \
   packages/dynamo/tests/test_guard_checks.py 2>&1 | tail -2 | tee -a "$OUT/log.txt"
 timeout 60 python3 benchmarks/dynamo_guard_cost.py --models resnet50,gpt2 2>&1 | tail -2 \
   | tee -a "$OUT/log.txt"
