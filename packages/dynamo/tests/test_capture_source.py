@@ -22,6 +22,11 @@ def test_text_split_of_attribute_and_constant_item_reads():
         ".cell_contents",
     )
     assert _split("L['it]s'].x") == ("L['it]s']", ".x")  # a bracket inside a key
+    # a static class lookup reads its class from the shared parent, not the whole chain
+    static = "inspect.getattr_static(type(L['self'].a.b), '_bucket')"
+    assert _split(static) == ("type(L['self'].a.b)", ", '_bucket')")
+    assert lookup(static).prefix == "inspect.getattr_static("
+    assert _split("type(L['self'].a.b)") == ("L['self'].a.b", ")")
 
 
 def test_a_cells_contents_are_read_whole():

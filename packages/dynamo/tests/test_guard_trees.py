@@ -179,28 +179,78 @@ def test_a_captured_model_recompiles_on_a_change_and_not_on_an_equal_value():
     assert len(calls) == 2
 
 
+def _node(cls, keys=(), values=(), hooks=0, stores=(), children=(), absent=()):
+    return (cls, keys, values, hooks, stores, children, absent, torch.nn.Module.__getattr__)
+
+
 def test_module_tree_refuses_a_bad_spec_and_answers_false_for_a_missing_key():
     tree = guard_codegen._c_checks.module_tree
     conv = torch.nn.Conv2d(1, 1, 1)
     w = conv.weight
     spec = (type(w), w.dtype, True, tuple(w.shape), w.stride(), None, False, None)
-    node = (
-        torch.nn.Conv2d,
-        ("stride",),
-        (conv.stride,),
-        2,
-        (("_parameters", ("weight", "bias"), (spec, None)),),
-        (),
-    )
+    stores = (("_parameters", ("weight", "bias"), (spec, None)),)
+    node = _node(torch.nn.Conv2d, ("stride",), (conv.stride,), 2, stores)
     assert not tree(conv, node)  # bias is a tensor
     conv.bias = None
     assert tree(conv, node)
-    assert not tree(conv, (torch.nn.Conv2d, ("no_such",), (None,), 0, (), ()))
-    assert not tree(conv, (torch.nn.Conv2d, (), (), 0, (), (("0", conv, node),)))  # no child
+    assert not tree(conv, _node(torch.nn.Conv2d, ("no_such",), (None,)))
+    assert not tree(conv, _node(torch.nn.Conv2d, children=(("0", conv, node),)))  # no child
+    assert tree(conv, _node(torch.nn.Conv2d, absent=("no_such",)))
+    assert not tree(conv, _node(torch.nn.Conv2d, absent=("weight",)))
     seq = torch.nn.Sequential(conv)
-    assert tree(seq, (torch.nn.Sequential, (), (), 2, (), (("0", conv, node),)))
-    assert not tree(seq, (torch.nn.Sequential, (), (), 2, (), (("0", seq, node),)))
+    assert tree(seq, _node(torch.nn.Sequential, hooks=2, children=(("0", conv, node),)))
+    assert not tree(seq, _node(torch.nn.Sequential, hooks=2, children=(("0", seq, node),)))
+    assert not tree(seq, _node(torch.nn.Sequential, absent=("0",)))
     with pytest.raises(TypeError):
-        tree(conv, node[:3])
+        tree(conv, node[:6])
+    bad = (("_parameters", ("weight",), (spec[:3],)),)
     with pytest.raises(TypeError):
-        tree(conv, (torch.nn.Conv2d, (), (), 0, (("_parameters", ("weight",), (spec[:3],)),), ()))
+        tree(conv, _node(torch.nn.Conv2d, stores=bad))
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda m: None, True),
+        (lambda m: setattr(m, "groups_kv", 2), False),  # an instance attribute
+        (lambda m: m.register_buffer("groups_kv", torch.zeros(1)), False),
+        (lambda m: m.register_parameter("groups_kv", torch.nn.Parameter(torch.zeros(1))), False),
+        (lambda m: m.add_module("groups_kv", torch.nn.Identity()), False),
+        (lambda m: setattr(type(m), "groups_kv", 1), False),  # a class attribute
+    ],
+    ids=["same", "instance", "buffer", "parameter", "module", "class"],
+)
+def test_an_attribute_a_module_must_not_have_is_in_the_tree(change, expected):
+    cls = type("Attention", (torch.nn.Linear,), {})
+    m = cls(2, 2)
+    L = {"self": m}
+
+    def add(gs):
+        gs.id_match("L['self']", m)
+        gs.hasattr_guard("L['self']", "groups_kv", False)
+
+    gs = GuardSet()
+    add(gs)
+    quick = gs.compile_for_frame({}, (), None, FrameValues(L, {}))
+    gs = GuardSet()
+    add(gs)
+    plain = gs.compile_for_frame({}, (), None, None)
+    assert "hasattr" not in quick.source
+    change(m)
+    _same_answer(m, L, quick, plain, expected)
+
+
+def test_a_module_with_its_own_getattr_keeps_its_presence_test():
+    class Lazy(torch.nn.Module):
+        def __getattr__(self, name):
+            if name == "late":
+                return 1
+            return super().__getattr__(name)
+
+    m = Lazy()
+    L = {"self": m}
+    gs = GuardSet()
+    gs.id_match("L['self']", m)
+    gs.hasattr_guard("L['self']", "other", False)
+    check = gs.compile_for_frame({}, (), None, FrameValues(L, {}))
+    assert "not hasattr(" in check.source and check(L)

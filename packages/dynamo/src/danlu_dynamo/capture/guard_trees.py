@@ -21,6 +21,8 @@ import ast
 import dataclasses
 import types
 
+import torch
+
 from .source import fast_suffix, lookup
 
 # the NO_HOOKS tests a node can run: ``hooks`` 1 and 2 in ``module_tree``
@@ -38,15 +40,19 @@ class Node:
     stores: dict = dataclasses.field(default_factory=dict)
     # (key under ``_modules``, the child object, its Node)
     children: list = dataclasses.field(default_factory=list)
+    # names the object has no attribute of (``not hasattr``), where its ``__getattr__`` is
+    # nn.Module's: the C test looks where that one looks
+    absent: list = dataclasses.field(default_factory=list)
     guards: list = dataclasses.field(default_factory=list)  # the guards this node settles
     has_parent: bool = False
 
     def spec(self) -> tuple:
         """The node as ``module_tree`` reads it: (cls, keys, values, hooks, stores,
-        children)."""
+        children, absent, getattr_fn)."""
         stores = tuple((k, tuple(n), tuple(s)) for k, (n, s) in self.stores.items())
         children = tuple((k, obj, node.spec()) for k, obj, node in self.children)
-        return (self.cls, tuple(self.keys), tuple(self.values), self.hooks, stores, children)
+        head = (self.cls, tuple(self.keys), tuple(self.values), self.hooks, stores, children)
+        return head + (tuple(self.absent), torch.nn.Module.__getattr__)
 
     def all_guards(self) -> list:
         out = list(self.guards)
@@ -64,6 +70,15 @@ def plain_dict(owner) -> bool:
     for k in cls.__mro__:
         if "__dict__" in k.__dict__:
             return type(k.__dict__["__dict__"]) is types.GetSetDescriptorType
+    return False
+
+
+def _module_getattr(cls) -> bool:
+    """Is ``cls.__getattr__`` nn.Module's (which finds only ``_parameters``, ``_buffers`` and
+    ``_modules`` entries)?"""
+    for k in cls.__mro__:
+        if "__getattr__" in k.__dict__:
+            return k.__dict__["__getattr__"] is torch.nn.Module.__getattr__
     return False
 
 
@@ -103,6 +118,15 @@ def module_trees(guards, values, tensor_test: str) -> tuple[dict, dict]:
 
     edges = []
     for g in guards:
+        if g.kind == "HASATTR" and g.expr.startswith("not hasattr("):
+            node = node_for(g.source)
+            name = g.expr[len(f"not hasattr({g.source}, ") : -1]
+            if node is not None and g.expr == f"not hasattr({g.source}, {name})":
+                name = ast.literal_eval(name)
+                if _module_getattr(node.cls) and not hasattr(values(g.source), name):
+                    node.absent.append(name)
+                    node.guards.append(g)
+            continue
         if g.kind == "NO_HOOKS" and g.source:
             test = g.expr.split("(", 1)[0]
             node = node_for(g.source)

@@ -73,19 +73,19 @@ _ITEM = re.compile(r"\[(-?\d+|'[^'\\]*')\]$")
 _CELL = re.compile(r"[CK]\[[^\]]*\]")
 
 
-_GETATTR = re.compile(r"^getattr\((.*), ('[^'\\]*')\)$", re.S)
+_GETATTR = re.compile(r"^((?:inspect\.getattr_static|getattr)\()(.*), ('[^'\\]*')\)$", re.S)
 _CALL = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$", re.S)
 
 
 def _split(expr: str):
     """``(prefix, parent, suffix)`` for ``parent.name``, ``parent[const]``,
-    ``getattr(parent, 'name')`` or ``fn(parent)``, where ``parent`` is a whole expression
+    ``getattr(parent, 'name')``, ``inspect.getattr_static(parent, 'name')`` or ``fn(parent)``, where ``parent`` is a whole expression
     other than a bare name; else None."""
     m = _ATTR.search(expr) or _ITEM.search(expr)
     if m is not None:
         prefix, parent, suffix = "", expr[: m.start()], expr[m.start() :]
     elif (m := _GETATTR.match(expr)) is not None:
-        prefix, parent, suffix = "getattr(", m.group(1), f", {m.group(2)})"
+        prefix, parent, suffix = m.group(1), m.group(2), f", {m.group(3)})"
     elif (m := _CALL.match(expr)) is not None and not _top_level_comma(m.group(2)):
         prefix, parent, suffix = f"{m.group(1)}(", m.group(2), ")"
     else:

@@ -211,7 +211,26 @@ gc_use_tensor_test(PyObject *module, PyObject *capsule)
     Py_RETURN_NONE;
 }
 
-static PyObject *s_modules_key;
+static PyObject *s_modules_key, *s_getattr_key, *s_store_keys[3];
+
+/* 1: ``obj`` (of type ``cls``, instance dict ``d``) has no attribute ``name`` where its
+ * ``__getattr__`` is ``getattr_fn``, nn.Module's, which finds only ``_parameters``,
+ * ``_buffers`` and ``_modules`` entries; 0: it may have one; -1: error set. */
+static int
+module_lacks(PyTypeObject *cls, PyObject *d, PyObject *name)
+{
+    if (_PyType_Lookup(cls, name) != NULL)
+        return 0;
+    int in = PyDict_Contains(d, name);
+    for (int i = 0; in == 0 && i < 3; i++) {
+        PyObject *store = PyDict_GetItemWithError(d, s_store_keys[i]); /* borrowed */
+        if (store == NULL)
+            in = PyErr_Occurred() ? -1 : 0;
+        else
+            in = PyDict_Check(store) ? PyDict_Contains(store, name) : 1;
+    }
+    return in < 0 ? -1 : !in;
+}
 
 /* ``d[key]`` (borrowed), NULL with no error where it is missing or ``d`` is no dict. */
 static PyObject *
@@ -223,18 +242,20 @@ item_of(PyObject *d, PyObject *key)
 }
 
 /* One node of ``module_tree``'s spec, tested on ``obj``: 1 all hold, 0 not, -1 error set.
- * node = (cls, keys, values, hooks, stores, children); stores = ((store, keys, specs), ...);
- * children = ((key, child, node), ...) under ``obj.__dict__['_modules']``. */
+ * node = (cls, keys, values, hooks, stores, children, absent, getattr_fn);
+ * stores = ((store, keys, specs), ...); children = ((key, child, node), ...) under
+ * ``obj.__dict__['_modules']``; absent: names ``obj`` has no attribute of, given that its
+ * type's ``__getattr__`` is ``getattr_fn`` (nn.Module's). */
 static int
 tree_holds(PyObject *obj, PyObject *node)
 {
-    if (!PyTuple_Check(node) || PyTuple_GET_SIZE(node) != 6) {
-        PyErr_SetString(PyExc_TypeError, "module_tree: a node is 6 items");
+    if (!PyTuple_Check(node) || PyTuple_GET_SIZE(node) != 8) {
+        PyErr_SetString(PyExc_TypeError, "module_tree: a node is 8 items");
         return -1;
     }
     PyObject *cls = PyTuple_GET_ITEM(node, 0), *keys = PyTuple_GET_ITEM(node, 1),
              *values = PyTuple_GET_ITEM(node, 2), *stores = PyTuple_GET_ITEM(node, 4),
-             *children = PyTuple_GET_ITEM(node, 5);
+             *children = PyTuple_GET_ITEM(node, 5), *absent = PyTuple_GET_ITEM(node, 6);
     long hooks = PyLong_AsLong(PyTuple_GET_ITEM(node, 3));
     if (hooks == -1 && PyErr_Occurred())
         return -1;
@@ -271,6 +292,12 @@ tree_holds(PyObject *obj, PyObject *node)
             else
                 ok = spec == Py_None ? t == Py_None : tensor_test(t, spec);
         }
+    }
+    if (ok > 0 && PyTuple_GET_SIZE(absent) > 0) {
+        PyObject *fn = _PyType_Lookup((PyTypeObject *)cls, s_getattr_key); /* borrowed */
+        ok = fn != NULL && fn == PyTuple_GET_ITEM(node, 7);
+        for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(absent); ok > 0 && i < n; i++)
+            ok = module_lacks((PyTypeObject *)cls, d, PyTuple_GET_ITEM(absent, i));
     }
     if (ok > 0 && PyTuple_GET_SIZE(children) > 0) {
         PyObject *md = item_of(d, s_modules_key);
@@ -320,7 +347,7 @@ static PyMethodDef gc_methods[] = {
      "plain(module.__dict__) -> bool: no hooks, no forward assigned on the instance."},
     {"module_tree", (PyCFunction)(void (*)(void))gc_module_tree, METH_FASTCALL,
      "module_tree(obj, node) -> bool: the node's tests hold on obj and its submodules"
-     " (node = (cls, keys, values, hooks, stores, children))."},
+     " (node = (cls, keys, values, hooks, stores, children, absent, getattr_fn))."},
     {"use_tensor_test", gc_use_tensor_test, METH_O,
      "use_tensor_test(capsule): module_tree tests tensors with the capsule's function."},
     {NULL, NULL, 0, NULL}};
@@ -336,7 +363,12 @@ PyInit__guard_checks(void)
     if (s_forward == NULL) {
         s_forward = PyUnicode_InternFromString("forward");
         s_modules_key = PyUnicode_InternFromString("_modules");
-        if (s_forward == NULL || s_modules_key == NULL)
+        s_getattr_key = PyUnicode_InternFromString("__getattr__");
+        s_store_keys[0] = PyUnicode_InternFromString("_parameters");
+        s_store_keys[1] = PyUnicode_InternFromString("_buffers");
+        s_store_keys[2] = s_modules_key;
+        if (s_forward == NULL || s_modules_key == NULL || s_getattr_key == NULL ||
+            s_store_keys[0] == NULL || s_store_keys[1] == NULL)
             return NULL;
         for (int i = 0; i < 4; i++) {
             s_hook_keys[i] = PyUnicode_InternFromString(hook_keys[i]);
