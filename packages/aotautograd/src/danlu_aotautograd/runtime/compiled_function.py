@@ -127,10 +127,11 @@ def storage_address(t: torch.Tensor) -> int:
     make a Python storage object that then lives as long as the storage: for every value a
     training forward saves, a new object the collector tracks (ResNet-50: a collection every
     step). An empty tensor's ``data_ptr()`` is 0 wherever it points: those (rare) ask the
-    storage."""
-    if t.numel() == 0:
+    storage. (Three calls a tensor; ResNet-50's training step makes about 750.)"""
+    ptr = t.data_ptr()
+    if ptr == 0:
         return t.untyped_storage().data_ptr()
-    return t.data_ptr() - t.storage_offset() * t.element_size()
+    return ptr - t.storage_offset() * t.element_size()
 
 
 def write_back(targets: list, values: list) -> None:
