@@ -5,6 +5,8 @@
 #
 #   OUT=/some/dir bash benchmarks/gpu_session_suite_guards.sh
 #
+# With less device time left: LIMIT=450 BACKENDS=eager,torch,danlu (no reduce-overhead units).
+#
 # Writes the suite's results.json, table.md, speedups.png, run.log, then guards.txt and
 # dynamic.txt (6 files).
 set -u
@@ -21,7 +23,7 @@ install_packages
 } > "$OUT/guards.txt"
 cat "$OUT/guards.txt"
 SUITE_SKIP_INSTALL=1 SUITE_LIMIT=$(( $(left) - 90 )) bash benchmarks/gpu_suite.sh --models all \
-  --modes train,infer --backends eager,torch,danlu,torch-ro,danlu-ro --jobs 4 \
+  --modes train,infer --backends "${BACKENDS:-eager,torch,danlu,torch-ro,danlu-ro}" --jobs 4 \
   --time-budget $(( $(left) - 110 ))
 echo "== suite rc=$? at $((SECONDS - start)) s"
 export TRITON_CACHE_DIR=/tmp/dsg-triton DANLU_CACHE_DIR=/tmp/dsg-cache
