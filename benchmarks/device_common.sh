@@ -9,6 +9,9 @@ LIMIT=${LIMIT:-580}
 export PYTHONUNBUFFERED=1
 
 left() { echo $((LIMIT - (SECONDS - start))); }
+# cap N: N seconds, or what is left of the call less 5 s where that is shorter (a timeout's
+# argument; at least 1)
+cap() { local l=$(( $(left) - 5 )); l=$(( l < $1 ? l : $1 )); echo $(( l > 1 ? l : 1 )); }
 
 install_packages() {
   local py=${PY:-python3} p
