@@ -254,3 +254,43 @@ def test_a_module_with_its_own_getattr_keeps_its_presence_test():
     gs.hasattr_guard("L['self']", "other", False)
     check = gs.compile_for_frame({}, (), None, FrameValues(L, {}))
     assert "not hasattr(" in check.source and check(L)
+
+
+@pytest.fixture(params=["fields", "getters"])
+def tree_tensor_test(request):
+    """Module trees with either tensor test: ``_tensor_checks``' field reads (where built)
+    and the getter-based one that runs where it is not."""
+    C, D = guard_codegen._c_checks, guard_codegen._direct_checks
+    if request.param == "fields":
+        if D is None:
+            pytest.skip("_tensor_checks is not built for this torch")
+        yield
+        return
+    C.use_tensor_test(None)
+    try:
+        yield
+    finally:
+        if D is not None:
+            C.use_tensor_test(D.TENSOR_TEST)
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda b: None, True),
+        (lambda b: setattr(b.conv, "weight", torch.nn.Parameter(torch.randn(4, 3, 3, 3))), True),
+        (lambda b: b.conv.weight.requires_grad_(False), False),
+        (lambda b: setattr(b.bn, "running_mean", torch.zeros(4, dtype=torch.float64)), False),
+        (lambda b: setattr(b.bn, "running_var", torch.zeros(8)[::2]), False),
+        (
+            lambda b: setattr(b.conv, "weight", torch.nn.Parameter(torch.randn(4, 3, 3, 3).neg())),
+            True,
+        ),
+    ],
+    ids=["same", "equal", "requires_grad", "dtype", "strides", "other"],
+)
+def test_tensor_answers_with_either_tensor_test(tree_tensor_test, change, expected):
+    block = Block()
+    L, quick, plain = _checks(block)
+    change(block)
+    _same_answer(block, L, quick, plain, expected)

@@ -204,6 +204,10 @@ static PyObject *
 gc_use_tensor_test(PyObject *module, PyObject *capsule)
 {
     (void)module;
+    if (capsule == Py_None) { /* back to the getter-based test */
+        tensor_test = getter_tensor_test;
+        Py_RETURN_NONE;
+    }
     void *fn = PyCapsule_GetPointer(capsule, "danlu_dynamo.tensor_test");
     if (fn == NULL)
         return NULL;
@@ -349,7 +353,8 @@ static PyMethodDef gc_methods[] = {
      "module_tree(obj, node) -> bool: the node's tests hold on obj and its submodules"
      " (node = (cls, keys, values, hooks, stores, children, absent, getattr_fn))."},
     {"use_tensor_test", gc_use_tensor_test, METH_O,
-     "use_tensor_test(capsule): module_tree tests tensors with the capsule's function."},
+     "use_tensor_test(capsule): module_tree tests tensors with the capsule's function"
+     " (None: the getter-based test)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef gc_module = {PyModuleDef_HEAD_INIT, "danlu_dynamo._guard_checks",
