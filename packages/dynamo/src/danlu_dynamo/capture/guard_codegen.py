@@ -458,9 +458,10 @@ class GuardSet:
                     spec = f"___b{len(env)}"
                     env[spec] = roots[root].spec()
                     n = len(roots[root].all_guards())
+                    # a tree that says no leaves the answer to the full check
                     lines.append(
                         (
-                            f"if not ___module_tree({var(root)}, {spec}): return False",
+                            f"if not ___module_tree({var(root)}, {spec}): return ___full(L)",
                             f"{n} guards of the module tree at {root}",
                         )
                     )
@@ -503,17 +504,9 @@ def _check_function(
     """Compile ``___check(params)``, False at the first failing line, and beside it
     ``___why(params)``: the same lines returning the failing guard's text (None if all pass).
     ``lines``: ``_lines()`` output, with ``first``: test ``___first()`` (in ``env``) before all.
-    ``fallback``: an expression the check returns instead of False where a module tree's
-    line fails or a read raises."""
+    ``fallback``: an expression the check returns instead of False where a read raises."""
     described = [(x, None) if isinstance(x, str) else x for x in lines]
     checks = [x for x, _ in described]
-    if fallback is not None:
-        checks = [
-            x.replace("return False", f"return {fallback}")
-            if x.startswith("if not ___module_tree(")
-            else x
-            for x in checks
-        ]
     why = [x.replace("return False", f"return {d!r}") if d else x for x, d in described]
     if first:
         checks.insert(0, "if not ___first(): return False")

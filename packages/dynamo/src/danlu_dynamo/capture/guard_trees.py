@@ -138,7 +138,6 @@ def module_trees(guards, values, tensor_test: str) -> tuple[dict, dict]:
             continue
         if g.kind == "TENSOR_MATCH" and not g.expr.startswith(tensor_test + "("):
             continue
-        found = attribute(g) if g.kind != "ID_MATCH" else None
         if g.kind == "ID_MATCH":
             src = lookup(g.source)
             if src is not None and src.parent is not None and not src.prefix:
@@ -147,6 +146,7 @@ def module_trees(guards, values, tensor_test: str) -> tuple[dict, dict]:
                 if read.startswith("._modules[") and values(g.source) is g.value[0]:
                     edges.append((src.parent.expr, read[len("._modules[") : -1], g))
             continue
+        found = attribute(g)
         if found is None:
             continue
         parent, owner, name = found
@@ -175,7 +175,10 @@ def module_trees(guards, values, tensor_test: str) -> tuple[dict, dict]:
         child.has_parent = True
         node.children.append((ast.literal_eval(key), g.value[0], child))
         node.guards.append(g)
-    roots = {e: n for e, n in nodes.items() if n is not None and not n.has_parent}
-    roots = {e: n for e, n in roots.items() if n.all_guards()}
-    settled = {id(g): e for e, n in roots.items() for g in n.all_guards()}
+    roots, settled = {}, {}
+    for e, n in nodes.items():
+        settles = n.all_guards() if n is not None and not n.has_parent else []
+        if settles:
+            roots[e] = n
+            settled.update((id(g), e) for g in settles)
     return roots, settled

@@ -162,34 +162,35 @@ gc_hookless(PyObject *module, PyObject *d)
     return r < 0 ? NULL : PyBool_FromLong(r);
 }
 
-/* plain(d): no hooks, and no ``forward`` of the instance's own. */
-static PyObject *
-gc_plain(PyObject *module, PyObject *d)
+/* plain(d): no hooks, and no ``forward`` of the instance's own; 1, 0, or -1 (error set). */
+static int
+plain(PyObject *d)
 {
-    (void)module;
     int r = hookless(d);
     if (r > 0) {
         int own = PyDict_Contains(d, s_forward);
         r = own < 0 ? -1 : !own;
     }
+    return r;
+}
+
+static PyObject *
+gc_plain(PyObject *module, PyObject *d)
+{
+    (void)module;
+    int r = plain(d);
     return r < 0 ? NULL : PyBool_FromLong(r);
 }
 
-/* The tensor test ``module_tree`` runs on a parameter or buffer: ``spec`` is tensor_match's 8
- * arguments after the tensor; 1: passes, 0: not, -1: error set. The getter-based test here,
- * or ``_tensor_checks``' field-reading one once ``use_tensor_test`` was given its capsule. */
-typedef int (*tensor_test_fn)(PyObject *t, PyObject *spec);
+/* The tensor test ``module_tree`` runs on a parameter or buffer: ``args`` is tensor_match's 9
+ * arguments (the tensor, then its spec); 1: passes, 0: not, -1: error set. The getter-based
+ * test here, or ``_tensor_checks``' field-reading one once ``use_tensor_test`` was given its
+ * capsule. */
+typedef int (*tensor_test_fn)(PyObject *const *args);
 
 static int
-getter_tensor_test(PyObject *t, PyObject *spec)
+getter_tensor_test(PyObject *const *args)
 {
-    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 8) {
-        PyErr_SetString(PyExc_TypeError, "module_tree: a tensor spec is 8 arguments");
-        return -1;
-    }
-    PyObject *args[9] = {t};
-    for (Py_ssize_t i = 0; i < 8; i++)
-        args[i + 1] = PyTuple_GET_ITEM(spec, i);
     PyObject *r = gc_tensor_match(NULL, args, 9);
     if (r == NULL)
         return -1;
@@ -199,6 +200,21 @@ getter_tensor_test(PyObject *t, PyObject *spec)
 }
 
 static tensor_test_fn tensor_test = getter_tensor_test;
+
+/* ``tensor_test`` on ``t`` with ``spec``, tensor_match's 8 arguments after the tensor. */
+static int
+spec_holds(PyObject *t, PyObject *spec)
+{
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 8) {
+        PyErr_SetString(PyExc_TypeError, "module_tree: a tensor spec is 8 arguments");
+        return -1;
+    }
+    PyObject *args[9] = {t};
+    for (Py_ssize_t i = 0; i < 8; i++)
+        args[i + 1] = PyTuple_GET_ITEM(spec, i);
+    return tensor_test(args);
+}
+
 
 static PyObject *
 gc_use_tensor_test(PyObject *module, PyObject *capsule)
@@ -273,13 +289,8 @@ tree_holds(PyObject *obj, PyObject *node)
         PyObject *v = PyDict_GetItemWithError(d, PyTuple_GET_ITEM(keys, i));
         ok = v != NULL ? v == PyTuple_GET_ITEM(values, i) : (PyErr_Occurred() ? -1 : 0);
     }
-    if (ok > 0 && hooks > 0) {
-        ok = hookless(d);
-        if (ok > 0 && hooks == 2) {
-            int own = PyDict_Contains(d, s_forward);
-            ok = own < 0 ? -1 : !own;
-        }
-    }
+    if (ok > 0 && hooks > 0)
+        ok = hooks == 2 ? plain(d) : hookless(d);
     for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(stores); ok > 0 && i < n; i++) {
         PyObject *store = PyTuple_GET_ITEM(stores, i);
         PyObject *sd = item_of(d, PyTuple_GET_ITEM(store, 0));
@@ -294,7 +305,7 @@ tree_holds(PyObject *obj, PyObject *node)
             if (t == NULL)
                 ok = PyErr_Occurred() ? -1 : 0;
             else
-                ok = spec == Py_None ? t == Py_None : tensor_test(t, spec);
+                ok = spec == Py_None ? t == Py_None : spec_holds(t, spec);
         }
     }
     if (ok > 0 && PyTuple_GET_SIZE(absent) > 0) {

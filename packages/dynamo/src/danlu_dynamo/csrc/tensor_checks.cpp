@@ -96,42 +96,16 @@ int direct_match(PyObject *const *args)
     }
 }
 
-/* tensor_match(t, cls, dtype, requires_grad, shape, stride, device, is_neg, is_conj) -> bool,
- * with _guard_checks.tensor_match's arguments and answer. */
-PyObject *tc_tensor_match(PyObject *, PyObject *const *args, Py_ssize_t nargs)
+/* The test on tensor_match's 9 arguments: 1 matches, 0 not, -1 error set. The type first,
+ * then the fields, and the getters where the fields cannot be read plainly. Both
+ * ``tensor_match`` and ``_guard_checks.module_tree`` (through the capsule TENSOR_TEST) run it. */
+int args_match(PyObject *const *args)
 {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "tensor_match takes 9 arguments");
-        return nullptr;
-    }
     if (getter_test == nullptr) {
         PyErr_SetString(PyExc_RuntimeError, "tensor_match: bind() was not called");
-        return nullptr;
+        return -1;
     }
     if (reinterpret_cast<PyObject *>(Py_TYPE(args[0])) != args[1])
-        Py_RETURN_FALSE;
-    int r = direct_match(args);
-    if (r < 0)
-        return PyObject_Vectorcall(getter_test, args, static_cast<size_t>(nargs), nullptr);
-    return PyBool_FromLong(r);
-}
-
-/* 1: ``t`` passes the test with ``spec`` (tensor_match's arguments after the tensor), 0: not,
- * -1: error set. ``_guard_checks.module_tree``'s tensor test (the capsule TENSOR_TEST). */
-int spec_match(PyObject *t, PyObject *spec)
-{
-    if (getter_test == nullptr) {
-        PyErr_SetString(PyExc_RuntimeError, "tensor test: bind() was not called");
-        return -1;
-    }
-    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 8) {
-        PyErr_SetString(PyExc_TypeError, "tensor test: a spec is tensor_match's 8 arguments");
-        return -1;
-    }
-    PyObject *args[9] = {t};
-    for (Py_ssize_t i = 0; i < 8; i++)
-        args[i + 1] = PyTuple_GET_ITEM(spec, i);
-    if (reinterpret_cast<PyObject *>(Py_TYPE(t)) != args[1])
         return 0;
     int r = direct_match(args);
     if (r >= 0)
@@ -142,6 +116,18 @@ int spec_match(PyObject *t, PyObject *spec)
     r = PyObject_IsTrue(v);
     Py_DECREF(v);
     return r;
+}
+
+/* tensor_match(t, cls, dtype, requires_grad, shape, stride, device, is_neg, is_conj) -> bool,
+ * with _guard_checks.tensor_match's arguments and answer. */
+PyObject *tc_tensor_match(PyObject *, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "tensor_match takes 9 arguments");
+        return nullptr;
+    }
+    int r = args_match(args);
+    return r < 0 ? nullptr : PyBool_FromLong(r);
 }
 
 PyObject *tc_bind(PyObject *, PyObject *fallback)
@@ -174,7 +160,7 @@ PyMODINIT_FUNC PyInit__tensor_checks(void)
     PyObject *m = PyModule_Create(&tc_module);
     if (m == nullptr)
         return nullptr;
-    PyObject *test = PyCapsule_New(reinterpret_cast<void *>(&spec_match), "danlu_dynamo.tensor_test",
+    PyObject *test = PyCapsule_New(reinterpret_cast<void *>(&args_match), "danlu_dynamo.tensor_test",
                                    nullptr);
     if (PyModule_AddStringConstant(m, "TORCH_VERSION", DANLU_TORCH_VERSION) < 0 ||
         test == nullptr || PyModule_AddObject(m, "TENSOR_TEST", test) < 0) {
