@@ -1,9 +1,10 @@
 """Builds the optional C++ extension; pyproject.toml holds the package metadata.
 
 ``_replay_checks`` reads the data pointers a CUDA graph replay checks from the tensors
-themselves. It needs torch's headers, so it is built only where torch imports during the build
-(``pip install --no-build-isolation``, as the noxfile and the device scripts install); elsewhere,
-or where it fails to compile (it is optional), replays ask ``data_ptr()``. The same recipe
+themselves; ``_buffers`` makes the generated wrappers' views and allocations. They need torch's
+headers, so they are built only where torch imports during the build (``pip install
+--no-build-isolation``, as the noxfile and the device scripts install); elsewhere, or where one
+fails to compile (both are optional), replays ask ``data_ptr()`` and wrappers call torch. The same recipe
 builds danlu-dynamo's ``_tensor_checks`` (the packages are installed separately, so each
 setup.py holds it).
 """
@@ -21,8 +22,8 @@ def _torch_extensions() -> list[Extension]:
     libs = cpp_extension.library_paths()
     return [
         Extension(
-            "danlu_inductor._replay_checks",
-            sources=["src/danlu_inductor/csrc/replay_checks.cpp"],
+            f"danlu_inductor._{name}",
+            sources=[f"src/danlu_inductor/csrc/{name}.cpp"],
             include_dirs=cpp_extension.include_paths(),
             library_dirs=libs,
             runtime_library_dirs=libs,
@@ -37,6 +38,7 @@ def _torch_extensions() -> list[Extension]:
             ],
             optional=True,
         )
+        for name in ("replay_checks", "buffers")
     ]
 
 

@@ -4,6 +4,8 @@ of a view chain reaches the element torch's view reaches, and where torch's resu
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from ir_eval import LoweringContext
@@ -193,7 +195,9 @@ def test_library_matmul_reads_a_flattened_or_transposed_view_without_a_copy():
     compiled = check_same(f, *args, rtol=1e-4, atol=1e-4)
     # one kernel for t, one for the sum; no copy kernels in front of the matmuls
     assert compiled.num_kernels == 2, compiled.fusion_decisions()
-    assert compiled.wrapper_source.count("torch.as_strided(") == 2
+    # the two reshaped matmul operands are views made by the wrapper's `view` (runtime.py)
+    assert len(re.findall(r"[(, ]view\(", compiled.wrapper_source)) == 2, compiled.wrapper_source
+    assert "torch.as_strided(" not in compiled.wrapper_source
 
 
 def test_nested_floor_divisions_fold():

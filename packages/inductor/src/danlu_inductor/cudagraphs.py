@@ -31,7 +31,7 @@ import weakref
 import torch
 from torch.utils import _pytree as pytree
 
-from danlu_inductor.runtime import FlagWatch
+from danlu_inductor.runtime import PLAIN_TENSOR_TYPES, FlagWatch
 
 log = logging.getLogger("danlu_inductor")
 
@@ -45,10 +45,7 @@ def _bind_address_check():
         return None
     if _replay_checks.TORCH_VERSION != torch.__version__:
         return None
-    plain = [torch.Tensor, torch.nn.Parameter]
-    if isinstance(getattr(torch.nn, "Buffer", None), type):
-        plain.append(torch.nn.Buffer)
-    _replay_checks.bind(tuple(plain))
+    _replay_checks.bind(PLAIN_TENSOR_TYPES)
     return _replay_checks.same_addresses
 
 

@@ -6,6 +6,44 @@ import torch
 
 empty_strided = torch.empty_strided
 
+# Tensor types whose Python methods are torch's own (no __torch_function__ of their own): the
+# C++ helpers read and view these directly; anything else goes through torch.
+PLAIN_TENSOR_TYPES = tuple(
+    t
+    for t in (torch.Tensor, torch.nn.Parameter, getattr(torch.nn, "Buffer", None))
+    if isinstance(t, type)
+)
+
+
+def _view_through_torch(t, size, stride, offset):
+    return torch.as_strided(t, size, stride, t.storage_offset() + offset)
+
+
+def _empty_through_torch(size, stride, dtype, device):
+    return torch.empty_strided(size, stride, dtype=dtype, device=device)
+
+
+def _bind_buffers():
+    """``(view, empty)`` for the generated wrappers: ``_buffers``' (C++) where it was built
+    against this torch, else the same calls through torch.
+
+    ``view(t, size, stride, offset)`` is t's storage with these sizes and strides from
+    ``offset`` elements after t's first element, with no autograd history: the wrappers use
+    it for the arguments of library calls that write none of them. ``empty(size, stride,
+    dtype, device)`` is ``torch.empty_strided``. Through torch each costs about 1.1 us of
+    argument parsing and dispatch, in C++ 0.2-0.5 us; a wrapper makes hundreds a call."""
+    try:
+        import danlu_inductor._buffers as _buffers
+    except ImportError:
+        return _view_through_torch, _empty_through_torch
+    if _buffers.TORCH_VERSION != torch.__version__:
+        return _view_through_torch, _empty_through_torch
+    _buffers.bind(PLAIN_TENSOR_TYPES, _view_through_torch, _empty_through_torch)
+    return _buffers.view, _buffers.empty
+
+
+view, empty = _bind_buffers()
+
 
 def direct_op(op):
     """An ATen operator's C entry point (``OpOverload._op``): the same call without the

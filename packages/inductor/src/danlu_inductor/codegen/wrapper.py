@@ -150,7 +150,11 @@ class WrapperCodegen:
             )
         return pexpr(e)
 
-    def _arg(self, a) -> str:
+    def _arg(self, a, operand=False) -> str:
+        """``a`` as Python source. ``operand``: an argument of a library call that writes
+        none of its arguments, so a view of a buffer may be ``view``'s (runtime.py: no
+        autograd history, its own version counter; a fraction of ``torch.as_strided``'s host
+        time). Outputs and written arguments keep ``torch.as_strided``."""
         if isinstance(a, ir.ReinterpretView):
             lay = a.layout
             for e in (*lay.size, *lay.stride, lay.offset):
@@ -159,6 +163,8 @@ class WrapperCodegen:
             if self._whole_buffer(a):
                 return name
             offset = pexpr(lay.offset)
+            if operand:  # the layout's offset counts from the tensor's first element
+                return f"view({name}, {_ints(lay.size)}, {_ints(lay.stride)}, {offset})"
             if not isinstance(a.buffer, ir.ComputedBuffer):
                 # as_strided counts from the storage's start; an input, a constant or a library
                 # kernel's result may be a view that starts further in (the layout's offset
@@ -170,7 +176,7 @@ class WrapperCodegen:
         if isinstance(a, ir.Buffer):
             return a.get_name()
         if isinstance(a, (list, tuple)):
-            inner = ", ".join(self._arg(x) for x in a)
+            inner = ", ".join(self._arg(x, operand) for x in a)
             return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
         if a is None or isinstance(a, (bool, str)):
             return repr(a)
@@ -602,10 +608,8 @@ class WrapperCodegen:
         lay = buf.layout
         for e in (*lay.size, *lay.stride):
             self._sym(e)
-        dev = ", device=device" if self.pass_tensors else ""
         body.append(
-            f"{buf.name} = empty_strided({_ints(lay.size)}, {_ints(lay.stride)}, "
-            f"dtype={lay.dtype}{dev})"
+            f"{buf.name} = empty({_ints(lay.size)}, {_ints(lay.stride)}, {lay.dtype}, device)"
         )
         if self.workspace is not None and all(map(is_static, (*lay.size, *lay.stride))):
             self.workspace.allocate(buf.name, len(body) - 1)
@@ -617,8 +621,9 @@ class WrapperCodegen:
             body.append(f"{node.name} = {node.parent.name}{sel}")
             self._check_extern_layout(node, body)
             return
-        args = ", ".join(self._arg(a) for a in node.args)
-        kwargs = ", ".join(f"{k}={self._arg(v)}" for k, v in node.kwargs.items())
+        operand = not getattr(node, "mutates", ())
+        args = ", ".join(self._arg(a, operand) for a in node.args)
+        kwargs = ", ".join(f"{k}={self._arg(v, operand)}" for k, v in node.kwargs.items())
         call = ", ".join(x for x in (args, kwargs) if x)
         if self._writes_into_buffer(node):  # allocated by the caller
             op = self._const(_MATMUL_OUT_VARIANTS[node.op])
@@ -665,11 +670,12 @@ class WrapperCodegen:
             "",
             "import torch",
             "from danlu_inductor.runtime import (",
-            "    direct_op, empty_strided, ensure_layout, extern_layout, raise_index_error,",
+            "    direct_op, empty, ensure_layout, extern_layout, raise_index_error, view,",
             ")",
             "",
             "",
             "def make_call(kernels, consts, device='cpu'):",
+            "    device = torch.device(device)",
         ]
         for k in self.kernel_names:
             head.append(f"    {k} = kernels['{k}']")
