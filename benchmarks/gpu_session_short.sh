@@ -19,7 +19,7 @@ export DANLU_CACHE_DIR=/tmp/danlu-cache TORCHINDUCTOR_CACHE_DIR=/tmp/torchinduct
   TRITON_CACHE_DIR=/tmp/triton-cache
 echo "== installed at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
 timeout $(cap 40) python3 -m pytest -q -p no:cacheprovider packages/dynamo/tests/test_guard_trees.py \
-  packages/dynamo/tests/test_guard_checks.py 2>&1 | tail -2 | tee -a "$OUT/log.txt"
+  packages/dynamo/tests/test_guard_checks.py packages/inductor/tests/test_buffers.py 2>&1 | tail -2 | tee -a "$OUT/log.txt"
 timeout $(cap 40) python3 benchmarks/dynamo_guard_cost.py --models resnet50 --calls 1000 2>&1 \
   | tail -1 | tee -a "$OUT/log.txt"
 echo "== guards at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"

@@ -27,15 +27,15 @@ export DANLU_CACHE_DIR=/tmp/danlu-cache TORCHINDUCTOR_CACHE_DIR=/tmp/torchinduct
 summarize_wrapper_cases /tmp/dth-wrapper.json 2>&1 | tee -a "$OUT/log.txt"
 # the module-tree guards (eighteenth session): their tests on this Python, and a check's cost
 timeout $(cap 60) python3 -m pytest -q -p no:cacheprovider packages/dynamo/tests/test_guard_trees.py \
-  packages/dynamo/tests/test_guard_checks.py 2>&1 | tail -2 | tee -a "$OUT/log.txt"
+  packages/dynamo/tests/test_guard_checks.py packages/inductor/tests/test_buffers.py 2>&1 | tail -2 | tee -a "$OUT/log.txt"
 timeout $(cap 60) python3 benchmarks/dynamo_guard_cost.py --models resnet50,gpt2 2>&1 | tail -2 \
   | tee -a "$OUT/log.txt"
 DANLU_LOGS=fallbacks,recompiles timeout $(cap 90) python3 benchmarks/dynamic_shapes.py --device cuda \
   --ways dynamic --requests 24 --out "$OUT/dynamic.json" > /tmp/dyn.txt 2>&1
 echo "== dynamic rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
 grep -E "^\||cannot compile|fallbacks\]" /tmp/dyn.txt | cut -c1-400 | tee -a "$OUT/log.txt"
-timeout $(cap 150) python3 benchmarks/probes/train_step_host.py --models resnet50 --backends danlu,torch \
-  --out "$OUT/train_host.json" 2>&1 | grep -E "^resnet50|Error" | tee -a "$OUT/log.txt"
+timeout $(cap 220) python3 benchmarks/probes/train_step_host.py --models resnet50,t5 --backends danlu,torch \
+  --out "$OUT/train_host.json" 2>&1 | grep -E "^(resnet50|t5)|Error" | tee -a "$OUT/log.txt"
 echo "== train_host at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
 suite() {  # tag, then gpu_models.py's arguments
   local tag=$1 budget

@@ -115,3 +115,16 @@ def test_empty_is_torch_empty_strided():
     assert t.shape == (2, 2)
     with pytest.raises(RuntimeError):
         runtime.empty((2, 2), (2, 1, 1), torch.float32, torch.device("cpu"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_view_and_empty_on_cuda():
+    dev = torch.device("cuda", torch.cuda.current_device())
+    base = torch.randn(6, 10, device=dev).to(torch.bfloat16)[1:]
+    got = runtime.view(base, (10, 5), (1, 10), 2)
+    want = _reference(base, (10, 5), (1, 10), 2)
+    assert got.device == dev and got.data_ptr() == want.data_ptr() and torch.equal(got, want)
+    t = runtime.empty((4, 3), (1, 4), torch.float16, dev)
+    assert t.device == dev and t.stride() == (1, 4) and t.dtype == torch.float16
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        runtime.view(base, (60,), (1,), 0)
