@@ -143,3 +143,66 @@ def test_integers_triton_does_not_specialize_on_are_not_checked():
     d = _direct(k, DirectLaunch.assumptions(values, frozenset({1, 2})))
     assert d.matches([x, 33, 5], (48,))  # other sizes: still the direct launch
     assert not d.matches([x, 33, 5], (40,))  # a specialised one that changed
+
+
+def test_symbolic_bound_launch_takes_each_calls_grid_and_sizes():
+    """A symbolic kernel's bound launch: the grid and ``xnumel`` come from the call's own
+    size arguments (``shape``), the tensors' alignment is still checked, an empty grid
+    launches nothing."""
+    k = _Kernel()
+    x = torch.zeros(64)
+    slow = []
+
+    def shape(args):  # one size argument s0; xnumel = 4 * s0, 8 per program
+        n = 4 * args[-1]
+        return ((n + 7) // 8,), (n,)
+
+    go = _direct(k, ((0,), (), ())).bind_symbolic(shape, 2, lambda *a: slow.append(a))
+    go(x, 5)
+    go(x, 16)
+    go(x, 0)  # empty: no launch
+    between = ("function", "packed", None, None, None)
+    assert k.calls == [(3, 1, 1, "stream0", *between, x, 5, 20, 64, 8)] + [
+        (8, 1, 1, "stream0", *between, x, 16, 64, 64, 8)
+    ]
+    go(torch.zeros(65)[1:], 5)  # not 16-byte aligned: the slow path
+    assert len(k.calls) == 2 and len(slow) == 1
+
+
+def test_symbolic_bound_launch_refuses_sizes_triton_specialised_on():
+    # xnumel (position 2 of [x, s0, xnumel]) was a multiple of 16 and Triton was not told
+    # to leave it alone: each call's value would need checking, so no bound launch
+    assert _direct(_Kernel(), ((0,), (), (2,))).bind_symbolic(None, 2, None) is None
+    assert _direct(_Kernel(), ((0,), (), ())).bind_symbolic(None, 2, None) is not None
+
+
+def test_a_symbolic_kernel_binds_its_launch_after_the_first_calls():
+    """TritonLauncher of a symbolic kernel: after the config's first launch the later calls
+    go through the bound launch, with the grid of their own sizes."""
+    from danlu_inductor.codegen.triton.backend import Config, TritonLauncher
+
+    def fn():
+        pass
+
+    fn.danlu_meta = {
+        "kind": "pointwise",
+        "xnumel": None,
+        "rnumel": 1,
+        "params": ["in_ptr0", "s0"],
+        "uses_err": False,
+        "signature": {"in_ptr0": "*fp32", "s0": "i64", "xnumel": "i32", "XBLOCK": "constexpr"},
+        "size_args": ["s0"],
+        "numel_exprs": ["3 * s0", "1"],
+    }
+    launcher = TritonLauncher(fn, autotune=False)
+    cfg = launcher.config = Config(64, 1, 4)
+    k = _Kernel()
+    launcher._direct[cfg] = _direct(k, ((0,), (), ()))
+    x = torch.zeros(64)
+    launcher(x, 100)  # the config's launch, then the bound launch is made
+    assert launcher._go and len(k.calls) == 1
+    launcher(x, 7)
+    launcher(x, 1000)
+    grids = [c[:3] for c in k.calls]
+    sizes = [c[-3] for c in k.calls]  # xnumel, before the two constants
+    assert grids == [(5, 1, 1), (1, 1, 1), (47, 1, 1)] and sizes == [300, 21, 3000]

@@ -358,15 +358,22 @@ class TritonLauncher:
 
     def _bound_launch(self, nargs):
         """After a launch with the chosen config: its direct launch bound to the static grid
-        and sizes, or None where that does not apply."""
-        if self._numels is not None:
-            return None
+        and sizes (symbolic sizes: to the way each call's grid and sizes are computed), or
+        None where that does not apply."""
         fast = self._direct.get(self.config)
-        grid, sizes = self._static.get(self.config) or ((0,), ())
-        if not fast or 0 in grid:
+        if not fast:
             return None
         cfg = self.config
-        return fast.bind(grid, sizes, nargs, lambda *a: self._launch(cfg, a))
+        slow = lambda *a: self._launch(cfg, a)  # noqa: E731
+        if self._numels is not None:
+            numels, first = self._numels, nargs - self.nsizes
+            return fast.bind_symbolic(
+                lambda args: self._grid_and_sizes(cfg, *numels(*args[first:])), nargs, slow
+            )
+        grid, sizes = self._static.get(cfg) or ((0,), ())
+        if 0 in grid:
+            return None
+        return fast.bind(grid, sizes, nargs, slow)
 
     def _choose(self, args) -> Config:
         cands = self.configs or self.candidates()

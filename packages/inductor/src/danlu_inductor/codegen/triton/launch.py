@@ -187,9 +187,7 @@ class DirectLaunch:
             i >= nargs and fixed[i] & 15 for i in self.multiples
         ):
             return None
-        aligned = tuple(i for i in self.aligned if i < nargs)
-        ones = tuple(i for i in self.ones if i < nargs)
-        multiples = tuple(i for i in self.multiples if i < nargs)
+        aligned, ones, multiples = self._argument_checks(nargs)
         launch, between, flat = launch_call(self.run, self.function, self.packed)
         get_stream, device = self.get_stream, self.device
         gx, gy, gz = (*grid, 1, 1)[:3]
@@ -211,6 +209,47 @@ class DirectLaunch:
                 launch(gx, gy, gz, get_stream(device), *between, (*args, *extra))
 
         return go
+
+    def bind_symbolic(self, shape, nargs, slow):
+        """``go(*args)`` for a kernel of symbolic sizes: ``shape(args)`` gives this call's grid
+        and the size arguments that follow the kernel's own (its ``xnumel``, ``rnumel``), the
+        arguments' assumptions are checked inline, ``slow(*args)`` where one fails. None where
+        Triton specialised on one of those sizes (symbolic kernels tell it not to:
+        ``do_not_specialize``). Without it every launch of a symbolic graph went through the
+        launcher's config lookup, ``matches`` and the launcher's own ``__call__``."""
+        if any(i >= nargs for i in (*self.ones, *self.multiples)):
+            return None
+        aligned, ones, multiples = self._argument_checks(nargs)
+        launch, between, flat = launch_call(self.run, self.function, self.packed)
+        get_stream, device, tail = self.get_stream, self.device, self.tail
+
+        def go(*args):
+            for i in aligned:
+                if args[i].data_ptr() & 15:
+                    return slow(*args)
+            for i in ones:
+                if args[i] != 1:
+                    return slow(*args)
+            for i in multiples:
+                if args[i] & 15:
+                    return slow(*args)
+            grid, sizes = shape(args)
+            if 0 in grid:  # empty tensors: nothing to compute (CUDA rejects empty grids)
+                return
+            gx, gy, gz = (*grid, 1, 1)[:3]
+            if flat:
+                launch(gx, gy, gz, get_stream(device), *between, *args, *sizes, *tail)
+            else:  # the kernel's arguments as one tuple
+                launch(gx, gy, gz, get_stream(device), *between, (*args, *sizes, *tail))
+
+        return go
+
+    def _argument_checks(self, nargs):
+        """The checks on the kernel's own arguments (not the size arguments after them)."""
+        return tuple(
+            tuple(i for i in checks if i < nargs)
+            for checks in (self.aligned, self.ones, self.multiples)
+        )
 
     def launch(self, grid, args, sizes):
         self.run(
