@@ -24,6 +24,7 @@ def _torch_extensions() -> list[Extension]:
         Extension(
             f"danlu_inductor._{name}",
             sources=[f"src/danlu_inductor/csrc/{name}.cpp"],
+            depends=["src/danlu_inductor/csrc/extension.h"],
             include_dirs=cpp_extension.include_paths(),
             library_dirs=libs,
             runtime_library_dirs=libs,

@@ -32,25 +32,12 @@
 
 #include <vector>
 
-#ifndef DANLU_TORCH_VERSION
-#define DANLU_TORCH_VERSION "unknown"
-#endif
+#include "extension.h"
 
 namespace {
 
-PyObject *plain_types = nullptr;   /* tuple of the tensor types viewed here, from bind() */
 PyObject *view_fallback = nullptr; /* view(t, size, stride, offset) through torch */
 PyObject *empty_fallback = nullptr; /* empty(size, stride, dtype, device) through torch */
-
-bool plain_type(PyObject *t)
-{
-    PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(t));
-    Py_ssize_t n = plain_types ? PyTuple_GET_SIZE(plain_types) : 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (PyTuple_GET_ITEM(plain_types, i) == type)
-            return true;
-    return false;
-}
 
 /* The ints of a tuple into out; false (no Python error set) where it is not a tuple of
  * non-negative ints that fit. */
@@ -158,11 +145,6 @@ PyObject *b_bind(PyObject *, PyObject *const *a, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-PyCFunction fastcall(PyObject *(*f)(PyObject *, PyObject *const *, Py_ssize_t))
-{
-    return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(f));
-}
-
 PyMethodDef b_methods[] = {
     {"bind", fastcall(b_bind), METH_FASTCALL,
      "bind(types, view_fallback, empty_fallback): the tensor types viewed here, and the "
@@ -182,10 +164,5 @@ PyModuleDef b_module = {PyModuleDef_HEAD_INIT, "danlu_inductor._buffers",
 
 PyMODINIT_FUNC PyInit__buffers(void)
 {
-    PyObject *m = PyModule_Create(&b_module);
-    if (m != nullptr && PyModule_AddStringConstant(m, "TORCH_VERSION", DANLU_TORCH_VERSION) < 0) {
-        Py_DECREF(m);
-        return nullptr;
-    }
-    return m;
+    return create_module(&b_module);
 }

@@ -16,23 +16,9 @@
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <torch/csrc/autograd/python_variable.h>
 
-#ifndef DANLU_TORCH_VERSION
-#define DANLU_TORCH_VERSION "unknown"
-#endif
+#include "extension.h"
 
 namespace {
-
-PyObject *plain_types = nullptr; /* tuple of the tensor types read directly, from bind() */
-
-bool plain_type(PyObject *t)
-{
-    PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(t));
-    Py_ssize_t n = plain_types ? PyTuple_GET_SIZE(plain_types) : 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (PyTuple_GET_ITEM(plain_types, i) == type)
-            return true;
-    return false;
-}
 
 /* same_addresses(args, order, ptrs) -> True/False/None: ``args[order[k]].data_ptr() ==
  * ptrs[k]`` for every k; None where some tensor is not read here. */
@@ -92,9 +78,7 @@ PyMethodDef rc_methods[] = {
     {"bind", rc_bind, METH_O,
      "bind(types): the tensor types whose data pointers are read directly (their Python "
      "data_ptr() is torch's)."},
-    {"same_addresses",
-     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(rc_same_addresses)),
-     METH_FASTCALL,
+    {"same_addresses", fastcall(rc_same_addresses), METH_FASTCALL,
      "same_addresses(args, order, ptrs) -> bool or None: every args[order[k]].data_ptr() == "
      "ptrs[k]; None where a tensor is not read here."},
     {nullptr, nullptr, 0, nullptr}};
@@ -107,10 +91,5 @@ PyModuleDef rc_module = {PyModuleDef_HEAD_INIT, "danlu_inductor._replay_checks",
 
 PyMODINIT_FUNC PyInit__replay_checks(void)
 {
-    PyObject *m = PyModule_Create(&rc_module);
-    if (m != nullptr && PyModule_AddStringConstant(m, "TORCH_VERSION", DANLU_TORCH_VERSION) < 0) {
-        Py_DECREF(m);
-        return nullptr;
-    }
-    return m;
+    return create_module(&rc_module);
 }
