@@ -68,16 +68,16 @@ def run_one(label, model, args, device):
     for step in range(args.warmup + args.steps):
         ids = torch.randint(0, 64, (args.batch, args.seq), generator=g).to(device)
         ready.clear()
-        _sync(device)
+        sync_device(device)
         t0 = time.perf_counter()
         loss = fn(ids)
         t1 = time.perf_counter()
         loss.backward()
-        _sync(device)
+        sync_device(device)
         t2 = time.perf_counter()
         opt.step()
         opt.zero_grad()
-        _sync(device)
+        sync_device(device)
         t3 = time.perf_counter()
         if step >= args.warmup:
             times.append(t3 - t0)
@@ -91,7 +91,7 @@ def run_one(label, model, args, device):
     }
 
 
-def _sync(device):
+def sync_device(device):
     if device.type == "cuda":
         torch.cuda.synchronize()
 
@@ -128,11 +128,29 @@ def main_worker(args):
     dist.destroy_process_group()
 
 
-def _spawned(rank, world, port, args):
+def _spawned(rank, world, port, worker, args):
     os.environ.update(
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world)
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
     )
-    main_worker(args)
+    worker(args)
+
+
+def run_ranks(worker, args):
+    """``worker(args)`` in each rank: ``args.spawn`` processes started here on a free local
+    port (torchrun's environment set for each), or this process alone under torchrun."""
+    if not args.spawn:
+        worker(args)
+        return
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_spawned, args=(args.spawn, port, worker, args), nprocs=args.spawn)
 
 
 def main(argv=None):
@@ -150,15 +168,7 @@ def main(argv=None):
     ap.add_argument("--spawn", type=int, default=0, help="start N processes (no torchrun)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    if args.spawn:
-        import torch.multiprocessing as mp
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        mp.spawn(_spawned, args=(args.spawn, port, args), nprocs=args.spawn)
-    else:
-        main_worker(args)
+    run_ranks(main_worker, args)
 
 
 if __name__ == "__main__":

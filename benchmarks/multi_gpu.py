@@ -21,7 +21,6 @@ import copy
 import json
 import os
 import pathlib
-import socket
 import statistics
 import sys
 import time
@@ -32,6 +31,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from distributed import run_ranks, sync_device  # noqa: E402
 from gpu_models_zoo import MODELS  # noqa: E402
 
 
@@ -78,11 +78,6 @@ def compiled(backend, module):
     raise ValueError(f"unknown backend {backend!r} (eager, torch, danlu)")
 
 
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def comm_overlap(prof) -> dict | None:
     """From a profile's GPU kernels: the communication kernels' time (NCCL), and the share
     of it during which some other kernel ran (what overlaps compute)."""
@@ -125,10 +120,10 @@ def run_config(model_name, kind, backend, base, make_inputs, info, args, device)
 
     losses, first_s = [], None
     for i, ids in enumerate(batches):  # the agreement steps; the first one compiles
-        _sync(device)
+        sync_device(device)
         t0 = time.perf_counter()
         losses.append(float(step(ids)))
-        _sync(device)
+        sync_device(device)
         if i == 0:
             first_s = time.perf_counter() - t0
     ids = batches[0]
@@ -139,10 +134,10 @@ def run_config(model_name, kind, backend, base, make_inputs, info, args, device)
         base_mem = torch.cuda.memory_allocated(device)
     times = []
     for _ in range(args.timed):
-        _sync(device)
+        sync_device(device)
         t0 = time.perf_counter()
         step(ids)
-        _sync(device)
+        sync_device(device)
         times.append(time.perf_counter() - t0)
     row = {
         "losses": losses,
@@ -158,7 +153,7 @@ def run_config(model_name, kind, backend, base, make_inputs, info, args, device)
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for _ in range(3):
                 step(ids)
-            _sync(device)
+            sync_device(device)
         row["overlap"] = comm_overlap(prof)
         if args.traces and args.out and dist.get_rank() == 0:
             prof.export_chrome_trace(
@@ -243,17 +238,6 @@ def report(rows, args):
         out.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
 
 
-def _spawned(rank, world, port, args):
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_RANK=str(rank),
-    )
-    main_worker(args)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="gpt2,llama")
@@ -270,15 +254,7 @@ def main(argv=None):
     ap.add_argument("--spawn", type=int, default=0, help="start N processes (no torchrun)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    if args.spawn:
-        import torch.multiprocessing as mp
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        mp.spawn(_spawned, args=(args.spawn, port, args), nprocs=args.spawn)
-    else:
-        main_worker(args)
+    run_ranks(main_worker, args)
 
 
 if __name__ == "__main__":
