@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import torch
 
-empty_strided = torch.empty_strided
-
 # Tensor types whose Python methods are torch's own (no __torch_function__ of their own): the
 # C++ helpers read and view these directly; anything else goes through torch.
 PLAIN_TENSOR_TYPES = tuple(
