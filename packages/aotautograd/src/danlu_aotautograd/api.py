@@ -429,9 +429,11 @@ def _aliased_write(flat: list, written: list[int]) -> str | None:
     """Why the inputs cannot be written independently (two share memory and the program
     writes one of them), or None."""
     tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+    addresses = list(map(storage_address, tensors))
+    if len(set(addresses)) == len(addresses):  # the usual case, without a Python loop
+        return None
     storages = {}
-    for i, t in enumerate(tensors):
-        ptr = storage_address(t)
+    for i, ptr in enumerate(addresses):
         if ptr in storages and (i in written or storages[ptr] in written):
             return (
                 f"inputs {storages[ptr]} and {i} share memory and the program writes to one of "
