@@ -6,6 +6,8 @@
 # the training-step probe, the dynamic-shape stream, the wrapper cases).
 #
 #   OUT=/some/dir LIMIT=400 bash benchmarks/gpu_session_by_card.sh
+#
+# CHECKS_ONLY=1 passes on to the short checks (no guard cost, no training-step probe).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/danlu-by-card}
