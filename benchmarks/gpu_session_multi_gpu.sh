@@ -16,10 +16,14 @@ source benchmarks/device_common.sh
 OUT=${OUT:-/tmp/danlu-multi-gpu}
 mkdir -p "$OUT"
 install_packages
-export NCCL_NVLS_ENABLE=0 DANLU_CACHE_DIR=/tmp/danlu-cache TRITON_CACHE_DIR=/tmp/triton-cache \
+# NVLink multicast stays off everywhere (the device's rule: it can take the host's GPUs out of
+# service); torchrun's ranks inherit these
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+  DANLU_CACHE_DIR=/tmp/danlu-cache TRITON_CACHE_DIR=/tmp/triton-cache \
   TORCHINDUCTOR_CACHE_DIR=/tmp/torchinductor-cache
 nvidia-smi -L | tee -a "$OUT/log.txt"
-timeout $(cap 560) torchrun --nproc_per_node 2 benchmarks/multi_gpu.py --device cuda --profile \
-  --models "${MODELS:-gpt2,llama}" --wraps "${WRAPS:-ddp,fsdp2}" --out "$OUT" 2>&1 \
+timeout $(cap 560) python3 -m torch.distributed.run --nproc_per_node 2 benchmarks/multi_gpu.py \
+  --device cuda --profile --models "${MODELS:-gpt2,llama}" --wraps "${WRAPS:-ddp,fsdp2}" \
+  --out "$OUT" 2>&1 \
   | grep -vE "Warning|warn\(" | tail -40 | tee -a "$OUT/log.txt"
 echo "== done rc=${PIPESTATUS[0]} at $((SECONDS - start)) s" | tee -a "$OUT/log.txt"
