@@ -31,7 +31,7 @@ import weakref
 import torch
 from torch.utils import _pytree as pytree
 
-from danlu_inductor.runtime import PLAIN_TENSOR_TYPES, FlagWatch
+from danlu_inductor.runtime import PLAIN_TENSOR_TYPES, FlagWatch, extension
 
 log = logging.getLogger("danlu_inductor")
 
@@ -39,11 +39,8 @@ log = logging.getLogger("danlu_inductor")
 def _bind_address_check():
     """``_replay_checks.same_addresses`` (C++, reads the tensors' data pointers), or None where
     it was not built, or was built against another torch."""
-    try:
-        import danlu_inductor._replay_checks as _replay_checks
-    except ImportError:
-        return None
-    if _replay_checks.TORCH_VERSION != torch.__version__:
+    _replay_checks = extension("_replay_checks")
+    if _replay_checks is None:
         return None
     _replay_checks.bind(PLAIN_TENSOR_TYPES)
     return _replay_checks.same_addresses

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import torch
 
 # Tensor types whose Python methods are torch's own (no __torch_function__ of their own): the
@@ -21,6 +23,16 @@ def _empty_through_torch(size, stride, dtype, device):
     return torch.empty_strided(size, stride, dtype=dtype, device=device)
 
 
+def extension(name: str):
+    """The optional C++ extension ``danlu_inductor.<name>``, or None where it was not built
+    or was built against another torch (its ABI would not match)."""
+    try:
+        module = importlib.import_module(f"danlu_inductor.{name}")
+    except ImportError:
+        return None
+    return module if module.TORCH_VERSION == torch.__version__ else None
+
+
 def _bind_buffers():
     """``(view, empty)`` for the generated wrappers: ``_buffers``' (C++) where it was built
     against this torch, else the same calls through torch.
@@ -30,11 +42,8 @@ def _bind_buffers():
     it for the arguments of library calls that write none of them. ``empty(size, stride,
     dtype, device)`` is ``torch.empty_strided``. Through torch each costs about 1.1 us of
     argument parsing and dispatch, in C++ 0.2-0.5 us; a wrapper makes hundreds a call."""
-    try:
-        import danlu_inductor._buffers as _buffers
-    except ImportError:
-        return _view_through_torch, _empty_through_torch
-    if _buffers.TORCH_VERSION != torch.__version__:
+    _buffers = extension("_buffers")
+    if _buffers is None:
         return _view_through_torch, _empty_through_torch
     _buffers.bind(PLAIN_TENSOR_TYPES, _view_through_torch, _empty_through_torch)
     return _buffers.view, _buffers.empty
