@@ -96,13 +96,23 @@ def sync_device(device):
         torch.cuda.synchronize()
 
 
-def main_worker(args):
-    backend = "nccl" if args.device == "cuda" else "gloo"
-    dist.init_process_group(backend)
+def start_rank(args) -> tuple[int, torch.device]:
+    """This rank's number and device once its process group is up: NCCL on the GPU of its
+    local rank (made current), gloo on the CPU with ``args.threads`` threads."""
+    cuda = args.device == "cuda"
+    dist.init_process_group("nccl" if cuda else "gloo")
     rank = dist.get_rank()
-    device = torch.device(args.device, rank) if args.device == "cuda" else torch.device("cpu")
-    if device.type == "cpu":
+    if cuda:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
         torch.set_num_threads(max(1, args.threads))
+    return rank, device
+
+
+def main_worker(args):
+    rank, device = start_rank(args)
     torch.manual_seed(0)
     base = Transformer(d=args.width, layers=args.layers).to(device)
     rows = {}
@@ -139,6 +149,12 @@ def _spawned(rank, world, port, worker, args):
     worker(args)
 
 
+def add_rank_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options ``run_ranks`` and ``start_rank`` read."""
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads per process")
+    ap.add_argument("--spawn", type=int, default=0, help="start N processes (no torchrun)")
+
+
 def run_ranks(worker, args):
     """``worker(args)`` in each rank: ``args.spawn`` processes started here on a free local
     port (torchrun's environment set for each), or this process alone under torchrun."""
@@ -164,8 +180,7 @@ def main(argv=None):
     ap.add_argument("--bucket-mb", type=float, default=1.0)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1, help="CPU threads per process")
-    ap.add_argument("--spawn", type=int, default=0, help="start N processes (no torchrun)")
+    add_rank_arguments(ap)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     run_ranks(main_worker, args)

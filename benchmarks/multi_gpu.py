@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from distributed import run_ranks, sync_device  # noqa: E402
+from distributed import add_rank_arguments, run_ranks, start_rank, sync_device  # noqa: E402
 from gpu_models_zoo import MODELS  # noqa: E402
 
 
@@ -168,15 +168,7 @@ def run_config(model_name, kind, backend, base, make_inputs, info, args, device)
 
 
 def main_worker(args):
-    device_type = args.device
-    dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
-    rank = dist.get_rank()
-    if device_type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-        torch.set_num_threads(max(1, args.threads))
+    rank, device = start_rank(args)
     if args.out and rank == 0:
         pathlib.Path(args.out).mkdir(parents=True, exist_ok=True)
     rows = []
@@ -250,8 +242,7 @@ def main(argv=None):
     ap.add_argument("--timed", type=int, default=20)
     ap.add_argument("--profile", action="store_true", help="CUDA: trace 3 steps, read overlap")
     ap.add_argument("--traces", action="store_true", help="with --profile: write Chrome traces")
-    ap.add_argument("--threads", type=int, default=1, help="CPU threads per process")
-    ap.add_argument("--spawn", type=int, default=0, help="start N processes (no torchrun)")
+    add_rank_arguments(ap)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     run_ranks(main_worker, args)
