@@ -13,13 +13,19 @@ included), and the throughput of a second pass (everything compiled), against ea
 same stream; outputs are checked against eager for every request.
 
     python benchmarks/dynamic_shapes.py --device cpu --requests 24
+
+``--profile N``: after the timed passes, cProfile over one more pass of each way, the top N
+functions by own time (the host's share of a request: guards, symbol binding, launches).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
 import random
 import statistics
 import time
@@ -97,6 +103,18 @@ def run_pass(way, requests, device, reference=None):
     return wall, outs, worst
 
 
+def print_profile(name, way, requests, device, top):
+    """cProfile over one steady-state pass: where a request's host time goes."""
+    prof = cProfile.Profile()
+    prof.enable()
+    run_pass(way, requests, device)
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+    print(f"==== {name}: one pass of {len(requests)} requests, by own time")
+    print("\n".join(out.getvalue().splitlines()[4:]), flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cpu")
@@ -110,6 +128,7 @@ def main():
     p.add_argument("--ways", default="recompile,pad,dynamic")
     p.add_argument("--out", default=None)
     p.add_argument("--repeat", type=int, default=5, help="steady-state passes (median)")
+    p.add_argument("--profile", type=int, default=0, help="print the top N of a profiled pass")
     args = p.parse_args()
     import danlu
 
@@ -141,6 +160,8 @@ def main():
             eager_walls.append(run_pass(eager, requests, args.device)[0])
             walls.append(run_pass(way, requests, args.device)[0])
         second_wall = statistics.median(walls)
+        if args.profile:
+            print_profile(name, way, requests, args.device, args.profile)
         danlu.config.recompile_limit = default_limit
         rows.append(
             {

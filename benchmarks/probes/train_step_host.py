@@ -8,6 +8,12 @@ collector on and off, and how many collections ran while the synced steps were t
 A step whose host time is near its synced time is host-bound: the GPU waits on the launches.
 On CUDA each backend's row also splits a synced step into its forward and backward: the
 host's time to issue each and the GPU's time between events around each (``phases``).
+
+``--processes K``: each backend's row K times, each in a fresh process, the backends
+alternating (danlu, torch, danlu, ...). A step's host time can differ by several ms between
+two processes of the same program on one machine (run 87); one process per backend cannot
+tell that from the compiler. The summary gives each backend's synced-step medians over its
+processes.
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ import gc
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -84,7 +92,10 @@ def main():
     p.add_argument("--small", action="store_true", help="the small models (a CPU smoke run)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--out", default=None)
+    p.add_argument("--processes", type=int, default=1, help="fresh processes per backend")
     args = p.parse_args()
+    if args.processes > 1:
+        return by_process(args)
     device = torch.device(args.device)
     dtype = torch.bfloat16
 
@@ -156,6 +167,42 @@ def main():
             row["tracked_objects"] = len(gc.get_objects())
             print(name, backend, row, flush=True)
             results[f"{name} {backend}"] = row
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+def by_process(args):
+    """Each (model, backend) row ``args.processes`` times, each in a fresh process of this
+    script, the backends alternating; rows as ``"<model> <backend> #<i>"``, then a summary."""
+    results, synced = {}, {}
+    for i in range(args.processes):
+        for backend in args.backends.split(","):
+            with tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, "row.json")
+                cmd = [sys.executable, os.path.abspath(__file__), "--models", args.models]
+                cmd += ["--backends", backend, "--device", args.device, "--steps"]
+                cmd += [str(args.steps), "--out", out] + (["--small"] if args.small else [])
+                done = subprocess.run(cmd, capture_output=True, text=True)
+                if done.returncode != 0:
+                    print(f"{backend} #{i}: failed\n{done.stderr[-2000:]}", flush=True)
+                    continue
+                with open(out) as f:
+                    rows = json.load(f)
+            for k, row in rows.items():
+                results[f"{k} #{i}"] = row
+                synced.setdefault(k, []).append(row["gc_on"]["median_ms"])
+                print(f"{k} #{i}", row.get("phases") or row["gc_on"], flush=True)
+    summary = {
+        k: {
+            "synced_median_ms": [round(v, 3) for v in vs],
+            "median_of_processes": round(statistics.median(vs), 3),
+        }
+        for k, vs in synced.items()
+    }
+    for k, v in summary.items():
+        print(k, v, flush=True)
+    results["summary"] = summary
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
