@@ -20,6 +20,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from gpu_models_zoo import MODELS  # noqa: E402
+from train_step_host import step_parts  # noqa: E402
 
 
 def extensions():
@@ -61,32 +62,26 @@ def main():
     module = module.to(device).train()
     inputs = tuple(x.to(device) for x in make_inputs(torch.Generator().manual_seed(0)))
     fn = danlu.compile(module)
+    params = [q for q in module.parameters() if q.requires_grad]
+    forward, backward = step_parts(fn, params, inputs, device, torch.bfloat16)
 
-    def forward():
-        for q in module.parameters():
-            q.grad = None
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            return fn(*inputs)
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
 
     for _ in range(3):
-        forward().backward()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    for phase in ("forward", "backward"):
+        forward()
+        backward()
+    sync()
+    for phase, profiled in (("forward", forward), ("backward", backward)):
         prof = cProfile.Profile()
         for _ in range(args.steps):
-            if phase == "forward":
-                prof.enable()
-                loss = forward()
+            for part in (forward, backward):
+                if part is profiled:
+                    prof.enable()
+                part()
                 prof.disable()
-                loss.backward()
-            else:
-                loss = forward()
-                prof.enable()
-                loss.backward()
-                prof.disable()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
+            sync()
         for key in ("tottime", "cumulative"):
             s = io.StringIO()
             pstats.Stats(prof, stream=s).sort_stats(key).print_stats(args.top)
